@@ -1,0 +1,89 @@
+// Copies between the CPU and openreg, and between openreg devices. copy_()
+// sends every copy that involves a PrivateUse1 tensor here.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/copy.h>
+#include <ATen/ops/resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/HostView.h"
+#include "runtime/OpenRegException.h"
+
+namespace at::openreg {
+namespace {
+
+orMemcpyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.is_cpu()) {
+    return dst.is_cpu() ? orMemcpyHostToHost : orMemcpyHostToDevice;
+  }
+  return dst.is_cpu() ? orMemcpyDeviceToHost : orMemcpyDeviceToDevice;
+}
+
+// Same element type, same layout in memory, one dense block: one runtime copy.
+bool is_plain_memcpy(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
+      src.strides() == dst.strides() && src.is_non_overlapping_and_dense() &&
+      src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  // `self` is the source. Copies run synchronously, so non_blocking needs no
+  // special handling yet.
+  for (const at::Tensor* t : {&self, &dst}) {
+    TORCH_CHECK(
+        t->is_cpu() || t->is_privateuseone(),
+        "openreg can copy only between cpu and openreg tensors, got a copy from ",
+        self.device(),
+        " to ",
+        dst.device());
+  }
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  const c10::Device device = dst.is_privateuseone() ? dst.device() : self.device();
+  c10::DeviceGuard guard(device);
+  if (is_plain_memcpy(self, dst)) {
+    // data_ptr() of a dense tensor with non-negative strides is its lowest
+    // address, so the block is [data_ptr, data_ptr + nbytes).
+    OPENREG_CHECK(orMemcpy(
+        dst.data_ptr(), self.data_ptr(), self.numel() * self.itemsize(), copy_kind(self, dst)));
+    return dst;
+  }
+  // Everything else (dtype conversion, broadcasting, strides, lazy conj/neg)
+  // is the CPU copy kernel's job, run on host views of the device memory.
+  HostViews views(device, "aten::_copy_from");
+  at::Tensor host_dst = dst.is_cpu() ? dst : views.alias(dst);
+  const at::Tensor host_src = self.is_cpu() ? self : views.alias(self);
+  host_dst.copy_(host_src);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// Lazily conjugated or negated tensors must reach the kernel above as they
+// are: it resolves both bits itself (the CPU copy does). Without these
+// fallthroughs the Conjugate/Negative fallbacks would materialize the source
+// with clone(), which copies, which calls _copy_from again, forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+} // namespace at::openreg

@@ -1,0 +1,231 @@
+#include "aten/HostView.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/TensorImpl.h>
+
+#include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegException.h"
+
+namespace at::openreg {
+namespace {
+
+// Context of a CPU DataPtr that points into the runtime's host view of device
+// memory. Destroying it closes the scoped access, then drops what kept the
+// device memory alive.
+struct HostAccess {
+  const void* device_ptr;
+  // Device memory this view owns: set when a CPU kernel grew an argument.
+  c10::DataPtr owned;
+  // The device storage this view reads: set for argument aliases, and after
+  // `owned` was handed over to the device storage.
+  c10::intrusive_ptr<c10::StorageImpl> keep_alive;
+};
+
+void close_host_access(void* context) {
+  auto* access = static_cast<HostAccess*>(context);
+  const orError_t err = orMemAccessEnd(access->device_ptr);
+  if (err != orSuccess) {
+    // A deleter must not throw.
+    std::fprintf(stderr, "openreg: orMemAccessEnd failed: %s\n", orGetLastErrorMessage());
+  }
+  delete access;
+}
+
+c10::DataPtr open_host_access(
+    const void* device_ptr,
+    size_t nbytes,
+    c10::DataPtr owned,
+    c10::intrusive_ptr<c10::StorageImpl> keep_alive) {
+  if (device_ptr == nullptr) {
+    TORCH_CHECK(nbytes == 0, "openreg: storage of ", nbytes, " bytes has no device memory");
+    return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
+  }
+  void* host_ptr = nullptr;
+  OPENREG_CHECK(orMemAccessBegin(device_ptr, nbytes, &host_ptr));
+  auto* access = new HostAccess{device_ptr, std::move(owned), std::move(keep_alive)};
+  return c10::DataPtr(host_ptr, access, &close_host_access, c10::Device(c10::kCPU));
+}
+
+HostAccess* owning_host_access(const c10::DataPtr& data) {
+  if (data.get_deleter() != &close_host_access) {
+    return nullptr;
+  }
+  auto* access = static_cast<HostAccess*>(data.get_context());
+  return access->owned ? access : nullptr;
+}
+
+// The allocator of alias storages. When a CPU kernel grows an argument (the
+// resize_ of an out= tensor), the new bytes are device memory as well, and
+// write_back hands them to the device storage without a copy.
+struct DeviceBackedHostAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr device = c10::openreg::getDeviceAllocator()->allocate(nbytes);
+    const void* device_ptr = device.get();
+    return open_host_access(device_ptr, nbytes, std::move(device), {});
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);  // both are host views
+  }
+};
+
+DeviceBackedHostAllocator g_device_backed_allocator;
+
+void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
+  to._set_conj(from.is_conj());
+  to._set_neg(from.is_neg());
+  to._set_zero(from._is_zerotensor());
+}
+
+} // namespace
+
+HostViews::HostViews(c10::Device device, std::string_view op_name)
+    : device_(device), op_name_(op_name) {}
+
+c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
+  c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
+  for (const auto& entry : storages_) {
+    if (entry.device.unsafeGetStorageImpl() == device_impl) {
+      return entry.host;
+    }
+  }
+  c10::DataPtr view = open_host_access(
+      device_storage.data(),
+      device_storage.nbytes(),
+      {},
+      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl));
+  c10::Storage host(
+      c10::Storage::use_byte_size_t(),
+      device_storage.nbytes(),
+      std::move(view),
+      &g_device_backed_allocator,
+      device_storage.resizable());
+  storages_.push_back({device_storage, host, host.data()});
+  return host;
+}
+
+at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
+  const c10::TensorImpl* device_impl = device_tensor.unsafeGetTensorImpl();
+  for (const auto& entry : tensors_) {
+    if (entry.device.unsafeGetTensorImpl() == device_impl) {
+      return entry.host;
+    }
+  }
+  at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
+      host_storage_for(device_tensor.storage()),
+      c10::DispatchKeySet(c10::DispatchKey::CPU),
+      device_tensor.dtype());
+  c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
+  host_impl->set_sizes_and_strides(
+      device_tensor.sizes(), device_tensor.strides(), device_tensor.storage_offset());
+  copy_flags(*device_impl, *host_impl);
+  tensors_.push_back({device_tensor, host});
+  return host;
+}
+
+void HostViews::write_back(StorageEntry& entry) {
+  const c10::DataPtr& now = entry.host.data_ptr();
+  const size_t nbytes = entry.host.nbytes();
+  if (now.get() == entry.host_data && nbytes == entry.device.nbytes()) {
+    return;
+  }
+  c10::StorageImpl* device_impl = entry.device.unsafeGetStorageImpl();
+  if (now.get() != entry.host_data) {
+    if (HostAccess* access = owning_host_access(now)) {
+      // Grown into device memory by the kernel: hand it over, no copy. The
+      // host view stays valid through keep_alive while the alias lives.
+      device_impl->set_data_ptr_noswap(std::move(access->owned));
+      access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl);
+    } else {
+      c10::DeviceGuard guard(entry.device.device());
+      c10::DataPtr fresh = c10::openreg::getDeviceAllocator()->allocate(nbytes);
+      if (nbytes > 0) {
+        OPENREG_CHECK(orMemcpy(fresh.get(), now.get(), nbytes, orMemcpyHostToDevice));
+      }
+      device_impl->set_data_ptr_noswap(std::move(fresh));
+    }
+  }
+  device_impl->set_nbytes(nbytes);
+  entry.host_data = now.get();
+}
+
+void HostViews::write_back() {
+  // Storages first: a tensor's write-back below may look its storage up.
+  for (auto& entry : storages_) {
+    write_back(entry);
+  }
+  for (auto& entry : tensors_) {
+    c10::TensorImpl* device_impl = entry.device.unsafeGetTensorImpl();
+    const c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
+    c10::Storage storage = device_storage_for(host_impl->storage());
+    if (storage.unsafeGetStorageImpl() != device_impl->storage().unsafeGetStorageImpl()) {
+      device_impl->set_storage_keep_dtype(std::move(storage));
+    }
+    if (device_impl->sizes() != host_impl->sizes() ||
+        device_impl->strides() != host_impl->strides() ||
+        device_impl->storage_offset() != host_impl->storage_offset()) {
+      device_impl->set_sizes_and_strides(
+          host_impl->sizes(), host_impl->strides(), host_impl->storage_offset());
+    }
+  }
+}
+
+c10::Storage HostViews::device_storage_for(const c10::Storage& host_storage) {
+  const c10::StorageImpl* host_impl = host_storage.unsafeGetStorageImpl();
+  for (const auto& entry : storages_) {
+    if (entry.host.unsafeGetStorageImpl() == host_impl) {
+      return entry.device;
+    }
+  }
+  // A storage the kernel allocated: materialize it on the device once, and
+  // remember it so that several results sharing it share the device copy.
+  c10::DeviceGuard guard(device_);
+  const size_t nbytes = host_storage.nbytes();
+  c10::Storage device;
+  if (HostAccess* access = owning_host_access(host_storage.data_ptr())) {
+    device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(access->owned),
+                          c10::openreg::getDeviceAllocator(), /*resizable=*/true);
+    access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device.unsafeGetStorageImpl());
+  } else {
+    device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
+                          c10::openreg::getDeviceAllocator(), /*resizable=*/true);
+    if (nbytes > 0) {
+      OPENREG_CHECK(orMemcpy(device.mutable_data(), host_storage.data(), nbytes,
+                             orMemcpyHostToDevice));
+    }
+  }
+  storages_.push_back({device, host_storage, host_storage.data()});
+  return device;
+}
+
+at::Tensor HostViews::to_device(const at::Tensor& host_result) {
+  if (!host_result.defined()) {
+    return host_result;
+  }
+  const c10::TensorImpl* host_impl = host_result.unsafeGetTensorImpl();
+  for (const auto& entry : tensors_) {
+    if (entry.host.unsafeGetTensorImpl() == host_impl) {
+      return entry.device;
+    }
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      host_result.layout() == c10::kStrided,
+      op_name_,
+      " produced a tensor with layout ",
+      host_result.layout(),
+      ", but the openreg device supports only torch.strided tensors");
+  at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
+      device_storage_for(host_result.storage()),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      host_result.dtype());
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(
+      host_result.sizes(), host_result.strides(), host_result.storage_offset());
+  copy_flags(*host_impl, *impl);
+  return result;
+}
+
+} // namespace at::openreg

@@ -1,0 +1,61 @@
+#pragma once
+
+#include <string_view>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+namespace at::openreg {
+
+// Runs CPU kernels directly on openreg memory, without copies.
+//
+// openreg device memory is host memory seen through a protected mapping. For
+// one operator call, alias() turns each openreg tensor into a CPU tensor over
+// the runtime's host view of the same bytes (a scoped access, open for as long
+// as the CPU tensor lives); the CPU kernel then reads and writes device memory
+// in place. Afterwards write_back() carries whatever the kernel did to an
+// argument's metadata or storage (resize_, set_, in-place view ops) back to the
+// openreg tensor, and to_device() maps each result back:
+//   - an argument's alias returned as is (in-place, out=)  -> that argument;
+//   - a view of an argument's storage                      -> the same view
+//                                                             of the device
+//                                                             storage;
+//   - a fresh CPU result                                   -> copied once
+//                                                             into new device
+//                                                             memory.
+//
+// One instance serves one call: it deduplicates, so a tensor passed twice, or
+// two tensors sharing a storage, stay the same tensor / storage on the CPU
+// side, which CPU kernels' overlap checks and is_set_to rely on.
+class HostViews {
+ public:
+  // `device` receives fresh results; `op_name` names the operator in errors.
+  HostViews(c10::Device device, std::string_view op_name);
+
+  at::Tensor alias(const at::Tensor& device_tensor);
+  void write_back();
+  at::Tensor to_device(const at::Tensor& host_result);
+
+ private:
+  struct StorageEntry {
+    c10::Storage device;
+    c10::Storage host;
+    const void* host_data;  // host view address when the alias was made
+  };
+  struct TensorEntry {
+    at::Tensor device;
+    at::Tensor host;
+  };
+
+  c10::Storage host_storage_for(const c10::Storage& device_storage);
+  // The device storage behind a CPU storage seen after the kernel ran.
+  c10::Storage device_storage_for(const c10::Storage& host_storage);
+  void write_back(StorageEntry& entry);
+
+  c10::Device device_;
+  std::string_view op_name_;
+  c10::SmallVector<StorageEntry, 4> storages_;
+  c10::SmallVector<TensorEntry, 4> tensors_;
+};
+
+} // namespace at::openreg

@@ -1,0 +1,165 @@
+// The minimal operator set every PrivateUse1 backend registers: factories,
+// views, resizing and storage swapping, and reading a scalar back. Views use
+// PyTorch's device-generic implementations: they only build a new TensorImpl
+// over the same storage, so they alias by construction.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/HostView.h"
+#include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegStorage.h"
+
+namespace at::openreg {
+namespace {
+
+constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
+
+void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  const c10::Layout l = c10::layout_or_default(layout);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      l == c10::kStrided,
+      "openreg supports only torch.strided tensors, but layout ",
+      l,
+      " was requested");
+  TORCH_CHECK(
+      !c10::pinned_memory_or_default(pin_memory),
+      "Only dense CPU tensors can be pinned: pin_memory=True was passed for an openreg tensor, "
+      "which already lives in device memory");
+}
+
+at::Tensor empty_memory_format(
+    c10::IntArrayRef size,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device,
+    std::optional<bool> pin_memory,
+    std::optional<c10::MemoryFormat> memory_format) {
+  check_factory_options(layout, pin_memory);
+  // Out-of-tree kernels get no generated device guard: allocate on the
+  // requested device ourselves (an index-less device means the current one).
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_generic(
+      size,
+      c10::openreg::getDeviceAllocator(),
+      kDeviceKeys,
+      c10::dtype_or_default(dtype),
+      memory_format);
+}
+
+at::Tensor empty_strided(
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device,
+    std::optional<bool> pin_memory) {
+  check_factory_options(layout, pin_memory);
+  c10::OptionalDeviceGuard guard(device);
+  return at::detail::empty_strided_generic(
+      size, stride, c10::openreg::getDeviceAllocator(), kDeviceKeys, c10::dtype_or_default(dtype));
+}
+
+// Sets sizes (and strides, if given) and grows the storage to fit.
+void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntArrayRef stride) {
+  if (self->sizes() == size && (!stride || self->strides() == *stride)) {
+    return;
+  }
+  const size_t itemsize = self->dtype().itemsize();
+  const size_t offset = self->storage_offset();
+  size_t nbytes = 0;
+  if (stride) {
+    self->set_sizes_and_strides(size, *stride);
+    nbytes = at::detail::computeStorageNbytes(size, *stride, itemsize, offset);
+  } else {
+    self->set_sizes_contiguous(size);
+    nbytes = at::detail::computeStorageNbytesContiguous(size, itemsize, offset);
+  }
+  // An empty tensor needs no storage, whatever its offset.
+  if (self->numel() == 0) {
+    return;
+  }
+  const c10::Storage& storage = self->unsafe_storage();
+  if (nbytes > storage.nbytes()) {
+    c10::openreg::resize_bytes(storage.unsafeGetStorageImpl(), nbytes);
+  }
+}
+
+const at::Tensor& resize_(
+    const at::Tensor& self,
+    c10::IntArrayRef size,
+    std::optional<c10::MemoryFormat> memory_format) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  resize_impl(impl, size, std::nullopt);
+  if (memory_format) {
+    TORCH_CHECK(
+        *memory_format != c10::MemoryFormat::Preserve,
+        "Unsupported memory format ",
+        *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& set_storage_offset(
+    at::Tensor& self,
+    c10::Storage source,
+    int64_t storage_offset,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
+  const at::OptionalIntArrayRef stride_opt =
+      stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
+  resize_impl(self.unsafeGetTensorImpl(), size, stride_opt);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage_offset(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() != source.unsafeGetTensorImpl()) {
+    set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+  }
+  return self;
+}
+
+at::Tensor as_strided(
+    const at::Tensor& self,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride,
+    std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  HostViews views(self.device(), "aten::_local_scalar_dense");
+  return at::_local_scalar_dense(views.alias(self));
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+} // namespace at::openreg

@@ -1,0 +1,62 @@
+// torch_openreg._C: the few runtime entry points the Python device module
+// needs. Kernels, hooks, guard and allocator register themselves when this
+// library is loaded; nothing here initializes a device.
+#include <limits>
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "runtime/OpenRegFunctions.h"
+
+namespace {
+
+namespace py = pybind11;
+using namespace c10::openreg;
+
+c10::DeviceIndex to_index(int index) {
+  TORCH_CHECK(
+      index >= -1 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
+      "Invalid openreg device index ", index);
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+void lazy_init() {
+  // Validates the environment; devices themselves start at first allocation.
+  (void)device_count();
+  // After a fork, the child must not use the parent's device memory: torch's
+  // handler marks the child as in a bad fork and re-arms lazy init there.
+  torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
+}
+
+// Each binding turns c10 errors into their Python counterparts (RuntimeError,
+// ValueError, NotImplementedError, ...), as torch's own bindings do.
+#define BINDING(NAME, ARGS, BODY)      \
+  auto NAME ARGS {                     \
+    HANDLE_TH_ERRORS                   \
+    BODY                               \
+    END_HANDLE_TH_ERRORS_PYBIND        \
+  }
+
+BINDING(py_init, (), lazy_init();)
+BINDING(py_device_count, (), return static_cast<int>(device_count());)
+BINDING(py_current_device, (), return static_cast<int>(current_device());)
+BINDING(py_set_device, (int index), set_device(to_index(index));)
+BINDING(py_exchange_device, (int index), return static_cast<int>(maybe_exchange_device(to_index(index)));)
+BINDING(py_synchronize, (int index), synchronize_device(to_index(index));)
+BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "openreg runtime bindings";
+  m.def("_init", &py_init);
+  m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); });
+  m.def("_device_count", &py_device_count);
+  m.def("_device_count_non_throwing", [] { return static_cast<int>(device_count_ensure_non_throwing()); });
+  m.def("_current_device", &py_current_device);
+  m.def("_set_device", &py_set_device);
+  m.def("_exchange_device", &py_exchange_device);
+  m.def("_synchronize", &py_synchronize);
+  m.def("_is_device_initialized", &py_is_device_initialized);
+}

@@ -1,0 +1,70 @@
+#include "runtime/OpenRegFunctions.h"
+
+#include "runtime/OpenRegException.h"
+
+namespace c10::openreg {
+
+c10::DeviceIndex device_count() {
+  int count = 0;
+  OPENREG_CHECK(orGetDeviceCount(&count));
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+c10::DeviceIndex device_count_ensure_non_throwing() noexcept {
+  int count = 0;
+  return orGetDeviceCount(&count) == orSuccess
+      ? static_cast<c10::DeviceIndex>(count)
+      : 0;
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  const auto count = device_count();
+  TORCH_CHECK(
+      index >= 0 && index < count,
+      "Invalid openreg device index ",
+      static_cast<int>(index),
+      ": there ",
+      count == 1 ? "is 1 openreg device" : "are " + std::to_string(count) + " openreg devices",
+      " (set OPENREG_DEVICE_COUNT to change it), so valid indices are 0..",
+      count - 1,
+      ".");
+}
+
+c10::DeviceIndex current_device() {
+  int device = 0;
+  OPENREG_CHECK(orGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  OPENREG_CHECK(orSetDevice(index));
+}
+
+c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
+  const auto previous = current_device();
+  if (index != previous) {
+    set_device(index);
+  }
+  return previous;
+}
+
+c10::DeviceIndex maybe_exchange_device(c10::DeviceIndex index) {
+  return index < 0 ? current_device() : exchange_device(index);
+}
+
+bool is_device_initialized(c10::DeviceIndex index) {
+  check_device_index(index);
+  int initialized = 0;
+  OPENREG_CHECK(orDeviceIsInitialized(index, &initialized));
+  return initialized != 0;
+}
+
+void synchronize_device(c10::DeviceIndex index) {
+  const auto previous = exchange_device(index);
+  const orError_t err = orDeviceSynchronize();
+  set_device(previous);
+  OPENREG_CHECK(err);
+}
+
+} // namespace c10::openreg

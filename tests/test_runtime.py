@@ -1,0 +1,18 @@
+"""Builds and runs the openreg runtime's own C++ test program (no torch)."""
+
+import pathlib
+import subprocess
+
+OPENREG = pathlib.Path(__file__).resolve().parents[1] / "third_party" / "openreg"
+
+
+def test_runtime(tmp_path):
+    result = subprocess.run(
+        ["make", "-j1", "-C", str(OPENREG), "test", f"BUILD={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert " 0 failed" in result.stdout, output

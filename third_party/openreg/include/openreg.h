@@ -1,0 +1,105 @@
+// openreg: a simulated accelerator runtime with a CUDA-runtime-shaped C API.
+//
+// The runtime knows nothing of PyTorch. Each device owns an arena of
+// OPENREG_DEVICE_MEMORY bytes that is mapped twice: a "user view" whose
+// addresses orMalloc hands out (PROT_NONE when memory protection is on, so a
+// host dereference of a device pointer faults as it would on real hardware)
+// and a "host view" of the same pages through which the runtime itself, and
+// callers inside a scoped access (orMemAccessBegin/End), read and write.
+//
+// Environment, read once at first use:
+//   OPENREG_DEVICE_COUNT       number of devices, 1..16 (default 2)
+//   OPENREG_DEVICE_MEMORY      capacity per device, bytes with an optional
+//                              K/M/G suffix (default 8G)
+//   OPENREG_MEMORY_PROTECTION  0 maps the user view read-write (default 1)
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum orError_t {
+  orSuccess = 0,
+  // An argument is out of range (null out-pointer, unknown copy kind, ...).
+  orErrorInvalidValue = 1,
+  // Not enough free device (or host) memory for the request.
+  orErrorMemoryAllocation = 2,
+  // The OPENREG_* environment is invalid; every call fails with this code.
+  orErrorInitializationError = 3,
+  // Device index outside [0, device count).
+  orErrorInvalidDevice = 4,
+  // Pointer (or range) is not inside a live allocation of the expected kind.
+  orErrorInvalidDevicePointer = 5,
+  // Pointers do not match the direction named by the orMemcpyKind.
+  orErrorInvalidMemcpyDirection = 6,
+  // orFree of an allocation that still has open host accesses, or
+  // orMemAccessEnd without a matching orMemAccessBegin.
+  orErrorIllegalState = 7,
+} orError_t;
+
+typedef enum orMemcpyKind {
+  orMemcpyHostToHost = 0,
+  orMemcpyHostToDevice = 1,
+  orMemcpyDeviceToHost = 2,
+  orMemcpyDeviceToDevice = 3,
+} orMemcpyKind;
+
+typedef enum orMemoryType {
+  orMemoryTypeUnregistered = 0,  // ordinary (pageable) host memory
+  orMemoryTypeHost = 1,          // allocated by orMallocHost
+  orMemoryTypeDevice = 2,        // inside a live orMalloc allocation
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+  orMemoryType type;
+  int device;           // owning device for device memory, -1 otherwise
+  void* basePointer;    // start of the containing allocation (NULL if none)
+  size_t allocationSize;  // size of the containing allocation (0 if none)
+} orPointerAttributes;
+
+// Devices. The current device is per thread and starts at 0.
+orError_t orGetDeviceCount(int* count);
+orError_t orSetDevice(int device);
+orError_t orGetDevice(int* device);
+// Blocks until all work queued on the current device has finished.
+orError_t orDeviceSynchronize(void);
+// 1 if the device's memory arena has been created (first allocation), else 0.
+orError_t orDeviceIsInitialized(int device, int* initialized);
+
+// Device memory, on the current device. Allocations are page-granular and
+// page-aligned; size 0 yields NULL and succeeds. orFree(NULL) succeeds.
+orError_t orMalloc(void** devPtr, size_t size);
+orError_t orFree(void* devPtr);
+// Free and total bytes of the current device.
+orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes);
+
+// Page-locked host memory.
+orError_t orMallocHost(void** ptr, size_t size);
+orError_t orFreeHost(void* ptr);
+
+// Synchronous copy. Every device pointer must lie, with its whole range,
+// inside one live allocation; host pointers must not be device pointers.
+orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
+
+orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr);
+
+// Scoped host access to device memory. [devPtr, devPtr + size) must lie inside
+// one live allocation; *hostPtr receives the host-view address of devPtr, valid
+// until the matching orMemAccessEnd(devPtr). Accesses are counted per
+// allocation: several threads may hold them at once, and an allocation cannot
+// be freed while any is open.
+orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr);
+orError_t orMemAccessEnd(const void* devPtr);
+
+const char* orGetErrorName(orError_t error);
+const char* orGetErrorString(orError_t error);
+// Detail of the last failed call on this thread (names sizes, devices and
+// pointers); "" if none failed yet.
+const char* orGetLastErrorMessage(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

@@ -1,0 +1,79 @@
+#include "Device.h"
+
+#include "Error.h"
+
+namespace openreg::runtime {
+
+namespace {
+
+thread_local int current = 0;
+
+orError_t checkDevice(const Config& config, int index) {
+  if (index < 0 || index >= config.deviceCount) {
+    return fail(orErrorInvalidDevice, "invalid device %d: the device count is %d (valid: 0..%d)",
+                index, config.deviceCount, config.deviceCount - 1);
+  }
+  return orSuccess;
+}
+
+}  // namespace
+
+Device& device(int index) {
+  // Leaked on purpose, like the configuration: it must outlive static
+  // destruction. Sized for the maximum so it needs no configuration.
+  static Device* const devices = [] {
+    Device* all = new Device[kMaxDevices];
+    for (int i = 0; i < kMaxDevices; ++i) all[i].index = i;
+    return all;
+  }();
+  return devices[index];
+}
+
+int currentDevice() { return current; }
+
+}  // namespace openreg::runtime
+
+using namespace openreg::runtime;
+
+orError_t orGetDeviceCount(int* count) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  if (count == nullptr) return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
+  *count = config->deviceCount;
+  return orSuccess;
+}
+
+orError_t orSetDevice(int index) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  if (const orError_t error = checkDevice(*config, index); error != orSuccess) return error;
+  current = index;
+  return orSuccess;
+}
+
+orError_t orGetDevice(int* index) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  if (index == nullptr) return fail(orErrorInvalidValue, "orGetDevice: device is NULL");
+  *index = current;
+  return orSuccess;
+}
+
+orError_t orDeviceSynchronize(void) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  // Every operation completes before it returns: there is no queued work to
+  // wait for until streams exist, when this waits on device(current)'s queue.
+  return orSuccess;
+}
+
+orError_t orDeviceIsInitialized(int index, int* initialized) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  if (const orError_t error = checkDevice(*config, index); error != orSuccess) return error;
+  if (initialized == nullptr) {
+    return fail(orErrorInvalidValue, "orDeviceIsInitialized: initialized is NULL");
+  }
+  *initialized = device(index).arena.load(std::memory_order_acquire) != nullptr;
+  return orSuccess;
+}

@@ -1,0 +1,39 @@
+"""torch_openreg: a simulated PyTorch accelerator named ``openreg``.
+
+Importing this package (or just ``import torch``, through the ``torch.backends``
+entry point) makes ``openreg`` a device like ``cuda``: ``x.to("openreg")``,
+``torch.openreg.*`` and ``torch.accelerator.*``. Importing initializes no
+device; the runtime starts at first use.
+"""
+import torch
+
+_BACKEND = "openreg"
+
+
+def _claim_privateuse1() -> bool:
+    """Returns False if openreg already holds PrivateUse1 (imported twice)."""
+    current = torch._C._get_privateuse1_backend_name()
+    if current == _BACKEND:
+        return False
+    if current != "privateuseone":
+        raise RuntimeError(
+            f"torch_openreg cannot register the '{_BACKEND}' device: the PrivateUse1 backend is already "
+            f"taken by '{current}', and only one PrivateUse1 backend fits in a process."
+        )
+    return True
+
+
+if _claim_privateuse1():
+    # Loading the extension registers the hooks, guard, allocator and kernels.
+    from . import _C  # noqa: F401
+    from . import openreg as _device_module
+
+    torch.utils.rename_privateuse1_backend(_BACKEND)
+    torch._register_device_module(_BACKEND, _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group; importing the package did the work."""
