@@ -17,6 +17,7 @@
 
 #include "aten/HostView.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGenerator.h"
 
 namespace at::openreg {
 namespace {
@@ -59,6 +60,8 @@ struct OpPolicy {
   // Index of an argument that may hold CPU tensors, as CUDA allows for the
   // indices of advanced indexing; -1 if none.
   int cpu_indices_argument = -1;
+  // Index of the `Generator?` argument of a random operator; -1 if none.
+  int generator_argument = -1;
 };
 
 const OpPolicy& policy_for(const c10::OperatorHandle& op) {
@@ -79,13 +82,18 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     policy.blocked_reason = &blocked->second;
   }
   policy.has_cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].type()->str() == "Generator?") {
+      policy.generator_argument = static_cast<int>(i);
+    }
+  }
   const std::string_view base = schema.operator_name().name;
   if (base == "aten::index" || base == "aten::index_put" || base == "aten::index_put_" ||
       base == "aten::_index_put_impl_" || base == "aten::_unsafe_index" ||
       base == "aten::_unsafe_index_put") {
-    const auto& args = schema.arguments();
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i].name() == "indices") {
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (arguments[i].name() == "indices") {
         policy.cpu_indices_argument = static_cast<int>(i);
       }
     }
@@ -237,6 +245,14 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const c10::Device device = check.device();
   c10::DeviceGuard guard(device);
+
+  // Random operators draw from the device's generator, never the CPU's.
+  if (policy.generator_argument >= 0) {
+    c10::IValue& generator = (*stack)[arguments_begin + policy.generator_argument];
+    generator = c10::openreg::host_generator_for(
+        generator.isNone() ? std::nullopt : std::optional<at::Generator>(generator.toGenerator()),
+        device);
+  }
 
   if (fallback_mode() == FallbackMode::Copy) {
     at::native::cpu_fallback(op, stack, /*error_on_views=*/true);

@@ -4,10 +4,12 @@
 #include <limits>
 
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGenerator.h"
 
 namespace {
 
@@ -44,6 +46,11 @@ BINDING(py_current_device, (), return static_cast<int>(current_device());)
 BINDING(py_set_device, (int index), set_device(to_index(index));)
 BINDING(py_exchange_device, (int index), return static_cast<int>(maybe_exchange_device(to_index(index)));)
 BINDING(py_synchronize, (int index), synchronize_device(to_index(index));)
+// The device's default generator as a torch.Generator (the same object each
+// time, as torch.cuda.default_generators holds).
+BINDING(py_default_generator, (int index),
+        return py::reinterpret_steal<py::object>(
+            THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 
 } // namespace
@@ -59,4 +66,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_device", &py_exchange_device);
   m.def("_synchronize", &py_synchronize);
   m.def("_is_device_initialized", &py_is_device_initialized);
+  m.def("_default_generator", &py_default_generator);
 }

@@ -8,6 +8,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStorage.h"
 
@@ -67,6 +68,14 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
     orPointerAttributes attributes{};
     return orPointerGetAttributes(&attributes, data) == orSuccess &&
         attributes.type == orMemoryTypeHost;
+  }
+
+  const at::Generator& getDefaultGenerator(DeviceIndex device_index) const override {
+    return c10::openreg::getDefaultGenerator(device_index);
+  }
+
+  at::Generator getNewGenerator(DeviceIndex device_index) const override {
+    return createGenerator(device_index);
   }
 
   c10::Allocator* getPinnedMemoryAllocator() const override {

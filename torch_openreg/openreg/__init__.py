@@ -7,21 +7,43 @@ import torch
 
 from .. import _C
 from ._utils import _get_device_index
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 __all__ = [
     "current_device",
     "device",
     "device_count",
     "device_of",
+    "get_rng_state",
+    "get_rng_state_all",
     "init",
     "is_available",
+    "initial_seed",
     "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
     "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
     "synchronize",
 ]
 
 _initialized = False
 _init_lock = threading.Lock()
+# Calls made before initialization that must take effect at it (seeding).
+_deferred_calls = []
 
 
 def is_available() -> bool:
@@ -58,6 +80,18 @@ def _lazy_init() -> None:
         _C._init()
         atexit.register(_let_autograd_device_threads_finish)
         _initialized = True
+        for call in _deferred_calls:
+            call()
+        _deferred_calls.clear()
+
+
+def _run_when_initialized(call) -> None:
+    """Runs ``call`` now if openreg is initialized, else at initialization."""
+    with _init_lock:
+        if not is_initialized():
+            _deferred_calls.append(call)
+            return
+    call()
 
 
 def _let_autograd_device_threads_finish() -> None:
