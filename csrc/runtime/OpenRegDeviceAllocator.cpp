@@ -1,15 +1,36 @@
-// Device allocator: one runtime allocation per tensor storage (orMalloc /
-// orFree), with CUDA-named statistics. Nothing is cached, so reserved bytes
-// always equal allocated bytes and emptyCache has nothing to return.
+// The caching device allocator, modelled on CUDA's: freed blocks stay cached
+// per device and per stream and serve later requests, so the runtime's
+// orMalloc/orFree (a mapping update and page faults each) run only when the
+// cache cannot serve a request. Statistics use CUDA's names, so
+// torch.openreg.memory_stats() and torch.accelerator.memory.* read like their
+// CUDA counterparts.
+//
+// Sizes: requests are rounded up to 512 bytes. Requests up to 1 MiB are
+// "small" and carved from 2 MiB segments; up to 10 MiB are carved from 20 MiB
+// segments; larger ones get a segment of their own rounded to 2 MiB. A cached
+// block is split when the remainder is worth keeping, and freed neighbours
+// within a segment merge again.
+//
+// Streams: a block is cached for the stream it was allocated on. A block also
+// used on other streams (record_stream) is reused only once events recorded
+// on those streams at free time have completed.
+//
+// Deleters and allocations never take the GIL: they may run with or without
+// it held by the caller.
 #include "runtime/OpenRegDeviceAllocator.h"
 
+#include <array>
 #include <cstdio>
+#include <deque>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
-#include <unordered_map>
 #include <vector>
 
-#include <c10/util/Exception.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/flat_hash_map.h>
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -17,8 +38,18 @@
 namespace c10::openreg {
 namespace {
 
-using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
+using c10::CachingAllocator::StatTypes;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1 << 20;
+constexpr size_t kSmallBuffer = 2 << 20;
+constexpr size_t kMinLargeAlloc = 10 << 20;
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;
 
 std::string format_bytes(size_t bytes) {
   std::ostringstream os;
@@ -36,26 +67,346 @@ std::string format_bytes(size_t bytes) {
   return os.str();
 }
 
+size_t round_size(size_t size) {
+  return size < kMinBlockSize ? kMinBlockSize : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segment_size(size_t size) {
+  if (size <= kSmallSize) {
+    return kSmallBuffer;
+  }
+  if (size < kMinLargeAlloc) {
+    return kLargeBuffer;
+  }
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+struct BlockPool;
+
+struct Block {
+  void* ptr = nullptr;
+  size_t size = 0;
+  size_t requested_size = 0;
+  c10::Stream stream;
+  BlockPool* pool = nullptr;
+  bool allocated = false;
+  // Neighbours within the same segment (nullptr at its ends).
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  // Streams other than `stream` that used the block (record_stream).
+  ska::flat_hash_set<c10::Stream> stream_uses;
+
+  Block(void* ptr, size_t size, c10::Stream stream, BlockPool* pool)
+      : ptr(ptr), size(size), stream(stream), pool(pool) {}
+
+  bool is_split() const {
+    return prev != nullptr || next != nullptr;
+  }
+};
+
+// Free blocks, ordered so that lower_bound finds the smallest block of a
+// stream that fits.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) {
+      return a->stream.id() != b->stream.id() ? a->stream.id() < b->stream.id()
+                                              : a->stream.device_index() < b->stream.device_index();
+    }
+    if (a->size != b->size) {
+      return a->size < b->size;
+    }
+    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  }
+};
+
+struct BlockPool {
+  explicit BlockPool(bool small) : is_small(small) {}
+  std::set<Block*, BlockOrder> blocks;
+  const bool is_small;
+};
+
+// The cache of one device. Every member is guarded by `mutex`.
+class DeviceCache {
+ public:
+  explicit DeviceCache(DeviceIndex device) : device_(device) {}
+
+  Block* malloc(size_t requested, c10::Stream stream) {
+    std::lock_guard<std::mutex> lock(mutex);
+    process_events();
+    const size_t size = round_size(requested);
+    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    Block* block = take_cached(pool, size, stream);
+    if (block == nullptr) {
+      block = new_segment(pool, size, requested, stream);
+    }
+    if (should_split(*block, size)) {
+      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, &pool);
+      rest->prev = block;
+      rest->next = block->next;
+      if (rest->next != nullptr) {
+        rest->next->prev = rest;
+      }
+      block->next = rest;
+      block->size = size;
+      pool_insert(rest);
+    }
+    block->allocated = true;
+    block->requested_size = requested;
+    for_each_stat(pool, [&](size_t t) {
+      stats.allocation[t].increase(1);
+      stats.allocated_bytes[t].increase(block->size);
+      stats.active[t].increase(1);
+      stats.active_bytes[t].increase(block->size);
+      stats.requested_bytes[t].increase(requested);
+    });
+    return block;
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> lock(mutex);
+    block->allocated = false;
+    for_each_stat(*block->pool, [&](size_t t) {
+      stats.allocation[t].decrease(1);
+      stats.allocated_bytes[t].decrease(block->size);
+      stats.requested_bytes[t].decrease(block->requested_size);
+    });
+    if (!block->stream_uses.empty()) {
+      // Used on other streams: reusable once they reach this point.
+      for (const c10::Stream& stream : block->stream_uses) {
+        auto event = std::make_unique<c10::Event>(c10::DeviceType::PrivateUse1);
+        event->record(stream);
+        pending_.emplace_back(std::move(event), block);
+      }
+      block->stream_uses.clear();
+      return;
+    }
+    release_to_pool(block);
+  }
+
+  void record_stream(Block* block, c10::Stream stream) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stream != block->stream) {
+      block->stream_uses.insert(stream);
+    }
+  }
+
+  // Returns every cached segment that no live block uses to the runtime.
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex);
+    synchronize_pending();
+    release_cached(small_);
+    release_cached(large_);
+  }
+
+  mutable std::mutex mutex;
+  DeviceStats stats;
+
+ private:
+  template <typename Fn>
+  static void for_each_stat(const BlockPool& pool, Fn fn) {
+    StatTypes types{};
+    types[static_cast<size_t>(StatType::AGGREGATE)] = true;
+    types[static_cast<size_t>(pool.is_small ? StatType::SMALL_POOL : StatType::LARGE_POOL)] = true;
+    c10::CachingAllocator::for_each_selected_stat_type(types, fn);
+  }
+
+  static bool should_split(const Block& block, size_t size) {
+    const size_t remaining = block.size - size;
+    return block.pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  }
+
+  Block* take_cached(BlockPool& pool, size_t size, c10::Stream stream) {
+    Block key(nullptr, size, stream, &pool);
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) {
+      return nullptr;
+    }
+    Block* block = *it;
+    pool_erase(block);
+    return block;
+  }
+
+  Block* new_segment(BlockPool& pool, size_t size, size_t requested, c10::Stream stream) {
+    const size_t bytes = segment_size(size);
+    void* ptr = nullptr;
+    orError_t err = orMalloc(&ptr, bytes);
+    if (err == orErrorMemoryAllocation) {
+      // Return what the cache holds and try once more, as CUDA does.
+      stats.num_alloc_retries += 1;
+      synchronize_pending();
+      release_cached(small_);
+      release_cached(large_);
+      err = orMalloc(&ptr, bytes);
+    }
+    if (err == orErrorMemoryAllocation) {
+      stats.num_ooms += 1;
+      raise_out_of_memory(requested);
+    }
+    OPENREG_CHECK(err);
+    stats.num_device_alloc += 1;
+    for_each_stat(pool, [&](size_t t) {
+      stats.segment[t].increase(1);
+      stats.reserved_bytes[t].increase(bytes);
+    });
+    return new Block(ptr, bytes, stream, &pool);
+  }
+
+  [[noreturn]] void raise_out_of_memory(size_t requested) {
+    const std::string detail = orGetLastErrorMessage();
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    (void)orMemGetInfo(&free_bytes, &total_bytes);
+    const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    const size_t allocated = stats.allocated_bytes[aggregate].current;
+    const size_t reserved = stats.reserved_bytes[aggregate].current;
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "openreg out of memory. Tried to allocate ",
+        format_bytes(requested),
+        ". openreg:",
+        static_cast<int>(device_),
+        " has a total capacity of ",
+        format_bytes(total_bytes),
+        " of which ",
+        format_bytes(free_bytes),
+        " is free. Of the allocated memory ",
+        format_bytes(allocated),
+        " is allocated by PyTorch, and ",
+        format_bytes(reserved - allocated),
+        " is reserved by PyTorch but unallocated. Set OPENREG_DEVICE_MEMORY to change the capacity. (",
+        detail,
+        ")");
+  }
+
+  // A freed block goes back to its pool, merged with free neighbours.
+  void release_to_pool(Block* block) {
+    BlockPool& pool = *block->pool;
+    const size_t original_size = block->size;
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (neighbour == nullptr || neighbour->allocated || !pool.blocks.count(neighbour)) {
+        continue;  // in use, or freed but still awaiting other streams
+      }
+      pool_erase(neighbour);
+      if (neighbour == block->prev) {
+        block->ptr = neighbour->ptr;
+        block->prev = neighbour->prev;
+        if (block->prev != nullptr) {
+          block->prev->next = block;
+        }
+      } else {
+        block->next = neighbour->next;
+        if (block->next != nullptr) {
+          block->next->prev = block;
+        }
+      }
+      block->size += neighbour->size;
+      delete neighbour;
+    }
+    pool_insert(block);
+    for_each_stat(pool, [&](size_t t) {
+      stats.active[t].decrease(1);
+      stats.active_bytes[t].decrease(original_size);
+    });
+  }
+
+  void release_cached(BlockPool& pool) {
+    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+      Block* block = *it;
+      if (block->is_split()) {
+        ++it;
+        continue;
+      }
+      OPENREG_CHECK(orFree(block->ptr));
+      stats.num_device_free += 1;
+      for_each_stat(pool, [&](size_t t) {
+        stats.segment[t].decrease(1);
+        stats.reserved_bytes[t].decrease(block->size);
+      });
+      it = pool.blocks.erase(it);
+      delete block;
+    }
+  }
+
+  // Pool membership changes only here. A cached block that shares its
+  // segment with other blocks is "inactive split": it cannot be returned to
+  // the runtime until its neighbours are free.
+  void pool_insert(Block* block) {
+    block->pool->blocks.insert(block);
+    if (block->is_split()) {
+      for_each_stat(*block->pool, [&](size_t t) {
+        stats.inactive_split[t].increase(1);
+        stats.inactive_split_bytes[t].increase(block->size);
+      });
+    }
+  }
+
+  void pool_erase(Block* block) {
+    block->pool->blocks.erase(block);
+    if (block->is_split()) {
+      for_each_stat(*block->pool, [&](size_t t) {
+        stats.inactive_split[t].decrease(1);
+        stats.inactive_split_bytes[t].decrease(block->size);
+      });
+    }
+  }
+
+  // Blocks freed while other streams still used them return to the pool once
+  // every event recorded for them has completed.
+  void process_events() {
+    while (!pending_.empty() && pending_.front().first->query()) {
+      Block* block = pending_.front().second;
+      pending_.pop_front();
+      if (!awaiting_event(block)) {
+        release_to_pool(block);
+      }
+    }
+  }
+
+  void synchronize_pending() {
+    for (auto& [event, block] : pending_) {
+      event->synchronize();
+    }
+    while (!pending_.empty()) {
+      Block* block = pending_.front().second;
+      pending_.pop_front();
+      if (!awaiting_event(block)) {
+        release_to_pool(block);
+      }
+    }
+  }
+
+  bool awaiting_event(const Block* block) const {
+    for (const auto& entry : pending_) {
+      if (entry.second == block) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const DeviceIndex device_;
+  BlockPool small_{true};
+  BlockPool large_{false};
+  std::deque<std::pair<std::unique_ptr<c10::Event>, Block*>> pending_;
+};
+
 class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const DeviceIndex device = current_device();
-    void* ptr = nullptr;
-    if (nbytes > 0) {
-      const orError_t err = orMalloc(&ptr, nbytes);
-      if (err == orErrorMemoryAllocation) {
-        raise_out_of_memory(device, nbytes);
-      }
-      OPENREG_CHECK(err);
-      orPointerAttributes attributes{};
-      OPENREG_CHECK(orPointerGetAttributes(&attributes, ptr));
-      record_allocation(ptr, device, nbytes, attributes.allocationSize);
+    if (nbytes == 0) {
+      return {nullptr, nullptr, &raw_delete, make_device(device)};
     }
-    return {ptr, ptr, &free_device_memory, make_device(device)};
+    const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+                                   ->getStream(make_device(device));
+    Block* block = cache(device).malloc(nbytes, stream);
+    remember(block);
+    return {block->ptr, block->ptr, &raw_delete, make_device(device)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return &free_device_memory;
+    return &raw_delete;
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -66,35 +417,46 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     return true;
   }
 
-  void emptyCache(MempoolId_t /*mempool_id*/) override {}
+  void emptyCache(MempoolId_t /*mempool_id*/) override {
+    for (DeviceIndex i = 0; i < device_count(); ++i) {
+      cache(i).empty_cache();
+    }
+  }
 
-  void recordStream(const DataPtr& /*ptr*/, c10::Stream /*stream*/) override {
-    // One stream per device: no cross-stream reuse to guard against.
+  void recordStream(const DataPtr& data, c10::Stream stream) override {
+    if (data.get() == nullptr) {
+      return;
+    }
+    Block* block = lookup(data.get());
+    TORCH_CHECK(block != nullptr, "record_stream: pointer ", data.get(), " was not allocated by openreg");
+    cache(block->stream.device_index()).record_stream(block, stream);
   }
 
   DeviceStats getDeviceStats(DeviceIndex device) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_for(device);
+    DeviceCache& c = cache(device);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    return c.stats;
   }
 
   void resetAccumulatedStats(DeviceIndex device) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& stats = stats_for(device);
-    for (auto* array : stat_arrays(stats)) {
-      for (auto& stat : *array) {
+    DeviceCache& c = cache(device);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (StatArray* array : stat_arrays(c.stats)) {
+      for (Stat& stat : *array) {
         stat.reset_accumulated();
       }
     }
-    stats.num_alloc_retries = 0;
-    stats.num_ooms = 0;
-    stats.num_device_alloc = 0;
-    stats.num_device_free = 0;
+    c.stats.num_alloc_retries = 0;
+    c.stats.num_ooms = 0;
+    c.stats.num_device_alloc = 0;
+    c.stats.num_device_free = 0;
   }
 
   void resetPeakStats(DeviceIndex device) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* array : stat_arrays(stats_for(device))) {
-      for (auto& stat : *array) {
+    DeviceCache& c = cache(device);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (StatArray* array : stat_arrays(c.stats)) {
+      for (Stat& stat : *array) {
         stat.reset_peak();
       }
     }
@@ -110,109 +472,79 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     return {free_bytes, total_bytes};
   }
 
-  // Runs inside DataPtr deleters: must not throw and must not touch Python.
-  void release(void* ptr) noexcept {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = blocks_.find(ptr);
-      if (it != blocks_.end()) {
-        const Block block = it->second;
-        blocks_.erase(it);
-        count(stats_[block.device], -1, block);
-      }
-    }
-    const orError_t err = orFree(ptr);
-    if (err != orSuccess) {
-      std::fprintf(stderr, "openreg: orFree(%p) failed: %s\n", ptr, orGetLastErrorMessage());
-    }
-  }
-
  private:
-  struct Block {
-    DeviceIndex device;
-    size_t requested;
-    size_t size;
-  };
-
-  static constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
-
-  static std::vector<c10::CachingAllocator::StatArray*> stat_arrays(DeviceStats& s) {
+  static std::vector<StatArray*> stat_arrays(DeviceStats& s) {
     return {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
             &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes};
   }
 
-  // There are no small/large pools and no caching: each allocation is its own
-  // segment, and counts in the AGGREGATE slot only.
-  static void count(DeviceStats& s, int sign, const Block& block) {
-    auto apply = [sign](c10::CachingAllocator::Stat& stat, size_t amount) {
-      sign > 0 ? stat.increase(amount) : stat.decrease(amount);
-    };
-    apply(s.allocation[kAggregate], 1);
-    apply(s.segment[kAggregate], 1);
-    apply(s.active[kAggregate], 1);
-    apply(s.allocated_bytes[kAggregate], block.size);
-    apply(s.reserved_bytes[kAggregate], block.size);
-    apply(s.active_bytes[kAggregate], block.size);
-    apply(s.requested_bytes[kAggregate], block.requested);
-    (sign > 0 ? s.num_device_alloc : s.num_device_free) += 1;
-  }
-
-  DeviceStats& stats_for(DeviceIndex device) {
+  DeviceCache& cache(DeviceIndex device) {
     check_device_index(device);
-    if (stats_.size() <= static_cast<size_t>(device)) {
-      stats_.resize(device + 1);
+    std::call_once(caches_once_, [this] {
+      for (DeviceIndex i = 0; i < device_count(); ++i) {
+        caches_.push_back(std::make_unique<DeviceCache>(i));
+      }
+    });
+    return *caches_[device];
+  }
+
+  // Live blocks by address, sharded so that threads freeing unrelated
+  // tensors rarely contend.
+  struct Shard {
+    std::mutex mutex;
+    ska::flat_hash_map<void*, Block*> blocks;
+  };
+  static constexpr size_t kShards = 16;
+
+  Shard& shard(void* ptr) {
+    return shards_[(reinterpret_cast<uintptr_t>(ptr) >> 9) % kShards];
+  }
+
+  void remember(Block* block) {
+    Shard& s = shard(block->ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.blocks.emplace(block->ptr, block);
+  }
+
+  Block* lookup(void* ptr) {
+    Shard& s = shard(ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.blocks.find(ptr);
+    return it == s.blocks.end() ? nullptr : it->second;
+  }
+
+  Block* forget(void* ptr) {
+    Shard& s = shard(ptr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.blocks.find(ptr);
+    if (it == s.blocks.end()) {
+      return nullptr;
     }
-    return stats_[device];
+    Block* block = it->second;
+    s.blocks.erase(it);
+    return block;
   }
 
-  void record_allocation(void* ptr, DeviceIndex device, size_t requested, size_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Block block{device, requested, size};
-    blocks_.emplace(ptr, block);
-    count(stats_for(device), +1, block);
-  }
+  static void raw_delete(void* ptr);
 
-  [[noreturn]] void raise_out_of_memory(DeviceIndex device, size_t nbytes) {
-    const std::string detail = orGetLastErrorMessage();
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    (void)orMemGetInfo(&free_bytes, &total_bytes);
-    size_t allocated = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      DeviceStats& stats = stats_for(device);
-      stats.num_ooms += 1;
-      allocated = stats.allocated_bytes[kAggregate].current;
-    }
-    TORCH_CHECK_WITH(
-        OutOfMemoryError,
-        false,
-        "openreg out of memory. Tried to allocate ",
-        format_bytes(nbytes),
-        " on openreg:",
-        static_cast<int>(device),
-        ", which has a total capacity of ",
-        format_bytes(total_bytes),
-        " of which ",
-        format_bytes(free_bytes),
-        " is free. PyTorch has ",
-        format_bytes(allocated),
-        " allocated (and reserved) on it. Set OPENREG_DEVICE_MEMORY to change the capacity. (",
-        detail,
-        ")");
-  }
-
-  static void free_device_memory(void* ptr);
-
-  std::mutex mutex_;
-  std::unordered_map<void*, Block> blocks_;
-  std::vector<DeviceStats> stats_;
+  std::once_flag caches_once_;
+  std::vector<std::unique_ptr<DeviceCache>> caches_;
+  std::array<Shard, kShards> shards_;
 };
 
 OpenRegDeviceAllocator g_allocator;
 
-void OpenRegDeviceAllocator::free_device_memory(void* ptr) {
-  g_allocator.release(ptr);
+void OpenRegDeviceAllocator::raw_delete(void* ptr) {
+  if (ptr == nullptr) {
+    return;
+  }
+  Block* block = g_allocator.forget(ptr);
+  if (block == nullptr) {
+    // A deleter must not throw.
+    std::fprintf(stderr, "openreg: freeing %p, which the openreg allocator did not allocate\n", ptr);
+    return;
+  }
+  g_allocator.cache(block->stream.device_index()).free(block);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
