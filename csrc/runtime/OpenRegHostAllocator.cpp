@@ -1,42 +1,54 @@
 #include "runtime/OpenRegHostAllocator.h"
 
-#include <cstdio>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegFunctions.h"
 
 namespace c10::openreg {
 namespace {
 
-void free_host_memory(void* ptr) {
-  const orError_t err = orFreeHost(ptr);
-  if (err != orSuccess) {
-    std::fprintf(stderr, "openreg: orFreeHost(%p) failed: %s\n", ptr, orGetLastErrorMessage());
-  }
-}
-
-struct OpenRegHostAllocator final : public c10::Allocator {
-  c10::DataPtr allocate(size_t nbytes) override {
-    void* ptr = nullptr;
-    if (nbytes > 0) {
-      OPENREG_CHECK(orMallocHost(&ptr, nbytes));
-    }
-    return {ptr, ptr, &free_host_memory, c10::Device(c10::DeviceType::CPU)};
+// The runtime-specific parts of PyTorch's caching host allocator: where
+// pinned memory comes from, and how stream events are recorded and queried.
+struct OpenRegHostAllocatorImpl final
+    : public at::CachingHostAllocatorImpl<c10::Stream, c10::Event> {
+ private:
+  void allocate_host_memory(size_t size, void** ptr) override {
+    OPENREG_CHECK(orMallocHost(ptr, size));
   }
 
-  c10::DeleterFnPtr raw_deleter() const override {
-    return &free_host_memory;
+  void free_block(at::HostBlock<c10::Stream>* block) override {
+    OPENREG_CHECK(orFreeHost(block->ptr_));
   }
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyHostToHost));
+  void record_stream(std::optional<std::vector<c10::Event>>& events, c10::Stream stream) override {
+    c10::Event event(c10::DeviceType::PrivateUse1);
+    event.record(stream);
+    events->push_back(std::move(event));
+  }
+
+  bool query_event(c10::Event& event) override {
+    return event.query();
+  }
+
+  c10::Stream get_current_stream() const override {
+    return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
+        ->getStream(make_device(current_device()));
+  }
+
+  bool stream_is_capturing(c10::Stream /*stream*/) const override {
+    return false;  // openreg has no graph capture
   }
 };
 
-OpenRegHostAllocator g_host_allocator;
+DECLARE_HOST_ALLOCATOR(OpenRegHostAllocator, OpenRegHostAllocatorImpl, free_pinned, g_host_allocator)
+
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_host_allocator)
 
 } // namespace
 
-c10::Allocator* getHostAllocator() {
+at::HostAllocator* getHostAllocator() {
   return &g_host_allocator;
 }
 

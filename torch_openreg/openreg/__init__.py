@@ -7,6 +7,17 @@ import torch
 
 from .. import _C
 from ._utils import _get_device_index
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -20,6 +31,15 @@ from .random import (
 )
 
 __all__ = [
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "current_device",
     "device",
     "device_count",
