@@ -41,21 +41,34 @@ FallbackMode fallback_mode() {
   return mode;
 }
 
-// Operators that must not run on the host even though a CPU kernel exists.
-// Each entry names why; the error names the operator and the device.
+// Operators that must not run on the host even though a CPU (or composite)
+// kernel exists. Each is registered explicitly below, since a composite kernel
+// would otherwise be chosen before the fallback; the error names the operator
+// and the device.
 const std::unordered_map<std::string, std::string>& blocklist() {
   static const std::unordered_map<std::string, std::string> ops = {
-      {"aten::_pin_memory",
-       "pinning is for CPU tensors; an openreg tensor already lives in device memory"},
+      {"_pin_memory", "pinning is for CPU tensors; an openreg tensor already lives in device memory"},
   };
   return ops;
+}
+
+void blocked_operator(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  const std::string base = name.name.substr(name.name.find("::") + 2);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false,
+      "The operator '",
+      name.name,
+      name.overload_name.empty() ? "" : ".",
+      name.overload_name,
+      "' is not supported on the openreg device: ",
+      blocklist().at(base));
 }
 
 // What the fallback needs to know about an operator, worked out once from its
 // schema (the per-call path then never walks the schema).
 struct OpPolicy {
   std::string name;
-  const std::string* blocked_reason = nullptr;
   bool has_cpu_kernel = false;
   // Index of an argument that may hold CPU tensors, as CUDA allows for the
   // indices of advanced indexing; -1 if none.
@@ -76,10 +89,6 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
   policy.name = schema.operator_name().name;
   if (!schema.overload_name().empty()) {
     policy.name += "." + schema.overload_name();
-  }
-  auto blocked = blocklist().find(schema.operator_name().name);
-  if (blocked != blocklist().end()) {
-    policy.blocked_reason = &blocked->second;
   }
   policy.has_cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   const auto& arguments = schema.arguments();
@@ -216,12 +225,6 @@ c10::IValue map_results(const c10::IValue& value, Fn&& fn) {
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPolicy& policy = policy_for(op);
   TORCH_CHECK_NOT_IMPLEMENTED(
-      policy.blocked_reason == nullptr,
-      "The operator '",
-      policy.name,
-      "' is not supported on the openreg device: ",
-      policy.blocked_reason ? *policy.blocked_reason : "");
-  TORCH_CHECK_NOT_IMPLEMENTED(
       policy.has_cpu_kernel,
       "The operator '",
       policy.name,
@@ -289,6 +292,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // PrivateUse1 kernel rather than as the backend fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  for (const auto& [name, reason] : blocklist()) {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
+  }
 }
 
 } // namespace at::openreg

@@ -227,16 +227,17 @@ class DeviceCache {
   }
 
   Block* new_segment(BlockPool& pool, size_t size, size_t requested, c10::Stream stream) {
-    const size_t bytes = segment_size(size);
+    size_t bytes = segment_size(size);
     void* ptr = nullptr;
-    orError_t err = orMalloc(&ptr, bytes);
+    orError_t err = runtime_malloc(&ptr, &bytes, size);
     if (err == orErrorMemoryAllocation) {
       // Return what the cache holds and try once more, as CUDA does.
       stats.num_alloc_retries += 1;
       synchronize_pending();
       release_cached(small_);
       release_cached(large_);
-      err = orMalloc(&ptr, bytes);
+      bytes = segment_size(size);
+      err = runtime_malloc(&ptr, &bytes, size);
     }
     if (err == orErrorMemoryAllocation) {
       stats.num_ooms += 1;
@@ -249,6 +250,18 @@ class DeviceCache {
       stats.reserved_bytes[t].increase(bytes);
     });
     return new Block(ptr, bytes, stream, &pool);
+  }
+
+  // Asks for a whole segment of *bytes; when the device cannot hold that much
+  // but can hold the request itself (a small or nearly full device), settles
+  // for a segment of exactly `size`, updating *bytes.
+  static orError_t runtime_malloc(void** ptr, size_t* bytes, size_t size) {
+    orError_t err = orMalloc(ptr, *bytes);
+    if (err == orErrorMemoryAllocation && *bytes > size) {
+      *bytes = size;
+      err = orMalloc(ptr, *bytes);
+    }
+    return err;
   }
 
   [[noreturn]] void raise_out_of_memory(size_t requested) {

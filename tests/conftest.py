@@ -1,0 +1,138 @@
+"""Shared helpers for the torch_openreg test suite.
+
+Nothing here changes the environment of the pytest process: the OPENREG_*
+settings are read once per process, so tests that need other values run a
+child interpreter through ``run_python``.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+import torch
+
+DEVICE = "openreg"
+
+ALL_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
+
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+# A representative subset for all-pairs dtype conversion.
+CONVERSION_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+]
+
+
+def dtype_id(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def make_cpu(shape, dtype=torch.float32, seed=0, low=None, high=None):
+    """Deterministic random CPU tensor of any dtype (same seed -> same values).
+
+    Uses a private generator, so it does not disturb the global RNG state.
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        real_dtype = torch.float32 if dtype == torch.complex64 else torch.float64
+        re = torch.randn(shape, generator=g, dtype=real_dtype)
+        im = torch.randn(shape, generator=g, dtype=real_dtype)
+        return torch.complex(re, im).to(dtype)
+    if dtype.is_floating_point:
+        if low is None and high is None:
+            t = torch.randn(shape, generator=g, dtype=torch.float32)
+        else:
+            lo = -3.0 if low is None else low
+            hi = 3.0 if high is None else high
+            t = torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
+        return t.to(dtype)
+    info = torch.iinfo(dtype)
+    lo = max(info.min, -100) if low is None else low
+    hi = min(info.max, 100) if high is None else high
+    return torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def assert_same(actual, expected, check_stride=True, device_type=DEVICE):
+    """``actual`` lives on ``device_type`` and equals the CPU ``expected`` bit for bit."""
+    assert isinstance(actual, torch.Tensor), type(actual)
+    assert actual.device.type == device_type, actual.device
+    assert expected.device.type == "cpu", expected.device
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    if check_stride:
+        assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
+    host = actual.cpu()
+    assert torch.equal(host, expected), f"\nactual:\n{host}\nexpected:\n{expected}"
+
+
+def assert_close(actual, expected, **kwargs):
+    """Like ``assert_same`` but within torch.testing tolerances."""
+    assert actual.device.type == DEVICE, actual.device
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    torch.testing.assert_close(actual.cpu(), expected, **kwargs)
+
+
+def run_python(code, timeout=120, **env):
+    """Runs ``code`` in a fresh interpreter; ``env`` adds/overrides variables.
+
+    A value of None removes the variable from the child's environment. The
+    child starts in the temp directory: ``python -c`` puts its working
+    directory on sys.path, and the repository root would shadow the installed
+    package with the unbuilt source tree.
+    """
+    child_env = dict(os.environ)
+    for key, value in env.items():
+        if value is None:
+            child_env.pop(key, None)
+        else:
+            child_env[key] = str(value)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tempfile.gettempdir(),
+    )
+
+
+def check_ok(proc):
+    """Asserts the child exited 0 and returns its stdout."""
+    assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture
+def restore_device():
+    """Restores the current openreg device of this thread after the test."""
+    previous = torch.openreg.current_device()
+    yield
+    torch.openreg.set_device(previous)
