@@ -38,6 +38,12 @@ typedef enum orError_t {
   // orFree of an allocation that still has open host accesses, or
   // orMemAccessEnd without a matching orMemAccessBegin.
   orErrorIllegalState = 7,
+  // Queued work has not completed yet (orStreamQuery, orEventQuery,
+  // orEventElapsedTime on an event that has not completed).
+  orErrorNotReady = 8,
+  // A stream or event handle that is not live, or an event created with
+  // orEventDisableTiming passed to orEventElapsedTime, or one never recorded.
+  orErrorInvalidResourceHandle = 9,
 } orError_t;
 
 typedef enum orMemcpyKind {
@@ -64,13 +70,15 @@ typedef struct orPointerAttributes {
 orError_t orGetDeviceCount(int* count);
 orError_t orSetDevice(int device);
 orError_t orGetDevice(int* device);
-// Blocks until all work queued on the current device has finished.
+// Blocks until all work queued on the current device's streams has finished.
 orError_t orDeviceSynchronize(void);
 // 1 if the device's memory arena has been created (first allocation), else 0.
 orError_t orDeviceIsInitialized(int device, int* initialized);
 
 // Device memory, on the current device. Allocations are page-granular and
 // page-aligned; size 0 yields NULL and succeeds. orFree(NULL) succeeds.
+// orFree first waits for the work queued on the device's streams (as cudaFree
+// synchronizes), so no queued copy can touch freed memory.
 orError_t orMalloc(void** devPtr, size_t size);
 orError_t orFree(void* devPtr);
 // Free and total bytes of the current device.
@@ -93,6 +101,52 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
 // be freed while any is open.
 orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr);
 orError_t orMemAccessEnd(const void* devPtr);
+
+// Streams. Work submitted to a stream (asynchronous copies, host functions,
+// event records, waits) runs in submission order on that stream's own worker
+// thread, asynchronously to the caller. A NULL stream means the current
+// device's default stream, which is an ordinary in-order stream (it does not
+// implicitly synchronize with other streams). Priorities follow CUDA: lower
+// numbers are higher priority, within orDeviceGetStreamPriorityRange.
+typedef struct orStream* orStream_t;
+typedef struct orEvent* orEvent_t;
+
+orError_t orStreamCreate(orStream_t* stream);
+orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority);
+// Waits for the stream's queued work, then releases it. The default stream
+// cannot be destroyed.
+orError_t orStreamDestroy(orStream_t stream);
+// orSuccess if all work submitted so far has completed, orErrorNotReady if not.
+orError_t orStreamQuery(orStream_t stream);
+orError_t orStreamSynchronize(orStream_t stream);
+// Work submitted to `stream` after this call waits until `event` completes
+// (its most recent record at the time of this call). flags must be 0.
+orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags);
+orError_t orStreamGetDevice(orStream_t stream, int* device);
+orError_t orStreamGetPriority(orStream_t stream, int* priority);
+orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+// Runs fn(userData) on the stream's worker, in order with its other work.
+// fn must not wait for work queued behind it: orStreamSynchronize or
+// orStreamDestroy of its own stream, or orDeviceSynchronize or orFree on that
+// stream's device, called from fn, deadlock (as cudaLaunchHostFunc warns).
+orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* userData);
+// Validates like orMemcpy when called; copies when the stream reaches it.
+orError_t orMemcpyAsync(
+    void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t stream);
+
+// Events, recorded into streams. orEventDisableTiming as in CUDA.
+enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
+orError_t orEventCreate(orEvent_t* event);
+orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
+// Captures the work submitted to `stream` so far; the event completes (and
+// takes its timestamp) when the stream reaches this point.
+orError_t orEventRecord(orEvent_t event, orStream_t stream);
+// orSuccess if the last record completed (or there was none), else NotReady.
+orError_t orEventQuery(orEvent_t event);
+orError_t orEventSynchronize(orEvent_t event);
+// Milliseconds between two completed, timed events.
+orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
+orError_t orEventDestroy(orEvent_t event);
 
 const char* orGetErrorName(orError_t error);
 const char* orGetErrorString(orError_t error);

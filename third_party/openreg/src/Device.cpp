@@ -1,6 +1,7 @@
 #include "Device.h"
 
 #include "Error.h"
+#include "Stream.h"
 
 namespace openreg::runtime {
 
@@ -62,8 +63,7 @@ orError_t orGetDevice(int* index) {
 orError_t orDeviceSynchronize(void) {
   const Config* config = runtimeConfig();
   if (config == nullptr) return orErrorInitializationError;
-  // Every operation completes before it returns: there is no queued work to
-  // wait for until streams exist, when this waits on device(current)'s queue.
+  synchronizeDevice(current);
   return orSuccess;
 }
 

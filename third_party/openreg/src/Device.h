@@ -18,6 +18,10 @@ struct Allocation {
   // Open orMemAccessBegin scopes. Changed under the shared lock, so orFree
   // (exclusive lock) sees a stable value.
   std::atomic<uint32_t> openAccesses{0};
+  // orMemcpyAsync copies queued on some stream that touch it. Raised under the
+  // shared lock, lowered by the stream's worker once the copy has run; orFree
+  // frees only at 0.
+  std::atomic<uint32_t> queuedCopies{0};
 };
 
 struct Device {

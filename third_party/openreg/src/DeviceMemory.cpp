@@ -7,6 +7,7 @@
 
 #include "Error.h"
 #include "HostMemory.h"
+#include "Stream.h"
 
 namespace openreg::runtime {
 
@@ -87,23 +88,34 @@ orError_t orFree(void* devPtr) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(devPtr);
   Device* dev = deviceContaining(*config, address);
   if (dev == nullptr) return notDevicePointer("orFree", address);
-  std::unique_lock lock(dev->mutex);
-  const auto it = dev->allocations.find(address);
-  if (it == dev->allocations.end()) {
-    return fail(orErrorInvalidDevicePointer,
-                "orFree: %p is not the base of a live allocation of device %d", devPtr,
-                dev->index);
+  // As cudaFree synchronizes. Before taking the lock: the queued work may
+  // need it (a host function can call the runtime).
+  synchronizeDevice(dev->index);
+  for (;;) {
+    std::unique_lock lock(dev->mutex);
+    const auto it = dev->allocations.find(address);
+    if (it == dev->allocations.end()) {
+      return fail(orErrorInvalidDevicePointer,
+                  "orFree: %p is not the base of a live allocation of device %d", devPtr,
+                  dev->index);
+    }
+    const size_t size = it->second.size;
+    if (const uint32_t open = it->second.openAccesses.load(std::memory_order_relaxed); open != 0) {
+      return fail(orErrorIllegalState,
+                  "orFree: allocation %p (%zu bytes) of device %d still has %u open host "
+                  "access(es); call orMemAccessEnd first",
+                  devPtr, size, dev->index, open);
+    }
+    if (it->second.queuedCopies.load(std::memory_order_acquire) == 0) {
+      dev->allocations.erase(it);
+      dev->arena.load(std::memory_order_relaxed)->release(address, size);
+      return orSuccess;
+    }
+    lock.unlock();
+    // Rare: a copy queued on another device's stream (or by another thread
+    // since the wait above) still targets the allocation.
+    for (int index = 0; index < config->deviceCount; ++index) synchronizeDevice(index);
   }
-  const size_t size = it->second.size;
-  if (const uint32_t open = it->second.openAccesses.load(std::memory_order_relaxed); open != 0) {
-    return fail(orErrorIllegalState,
-                "orFree: allocation %p (%zu bytes) of device %d still has %u open host "
-                "access(es); call orMemAccessEnd first",
-                devPtr, size, dev->index, open);
-  }
-  dev->allocations.erase(it);
-  dev->arena.load(std::memory_order_relaxed)->release(address, size);
-  return orSuccess;
 }
 
 orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes) {

@@ -38,6 +38,8 @@ const char* orGetErrorName(orError_t error) {
     case orErrorInvalidDevicePointer: return "orErrorInvalidDevicePointer";
     case orErrorInvalidMemcpyDirection: return "orErrorInvalidMemcpyDirection";
     case orErrorIllegalState: return "orErrorIllegalState";
+    case orErrorNotReady: return "orErrorNotReady";
+    case orErrorInvalidResourceHandle: return "orErrorInvalidResourceHandle";
   }
   return "unrecognized error code";
 }
@@ -56,6 +58,9 @@ const char* orGetErrorString(orError_t error) {
       return "the pointers do not match the direction of the memcpy kind";
     case orErrorIllegalState:
       return "the operation is not allowed in the allocation's current state";
+    case orErrorNotReady: return "queued work has not completed yet";
+    case orErrorInvalidResourceHandle:
+      return "the stream or event handle is not live, or the event cannot be used this way";
   }
   return "unrecognized error code";
 }

@@ -1,18 +1,31 @@
 #include <cstring>
-#include <utility>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
+#include <utility>
 
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "Stream.h"
 
 using namespace openreg::runtime;
 
 namespace {
 
-// Message context per kind, so the success path formats nothing.
-const char* const kContext[] = {"orMemcpy HostToHost", "orMemcpy HostToDevice",
-                                "orMemcpy DeviceToHost", "orMemcpy DeviceToDevice"};
+// The entry point and its message context per kind, so the success path
+// formats nothing.
+struct Api {
+  const char* name;
+  const char* context[4];
+};
+
+constexpr Api kMemcpy{"orMemcpy",
+                      {"orMemcpy HostToHost", "orMemcpy HostToDevice", "orMemcpy DeviceToHost",
+                       "orMemcpy DeviceToDevice"}};
+constexpr Api kMemcpyAsync{"orMemcpyAsync",
+                           {"orMemcpyAsync HostToHost", "orMemcpyAsync HostToDevice",
+                            "orMemcpyAsync DeviceToHost", "orMemcpyAsync DeviceToDevice"}};
 
 // One end of a copy: the pointer as given and, for a device end, its device.
 struct End {
@@ -24,57 +37,61 @@ struct End {
 
 // The checks that need no lock: a device end must be in an arena, a host end
 // must stay clear of every arena's user view.
-orError_t locate(const Config& config, End& end, size_t count, orMemcpyKind kind) {
+orError_t locate(const Config& config, End& end, size_t count, const char* context) {
   if (end.onDevice) {
     end.device = deviceContaining(config, end.address);
     if (end.device == nullptr) {
-      return fail(orErrorInvalidDevicePointer, "%s: the %s %p is not a device pointer",
-                  kContext[kind], end.role, reinterpret_cast<void*>(end.address));
+      return fail(orErrorInvalidDevicePointer, "%s: the %s %p is not a device pointer", context,
+                  end.role, reinterpret_cast<void*>(end.address));
     }
   } else if (overlapsDeviceMemory(config, end.address, count)) {
     return fail(orErrorInvalidMemcpyDirection,
-                "%s: the %s range [%p, +%zu bytes) is device memory, not host memory",
-                kContext[kind], end.role, reinterpret_cast<void*>(end.address), count);
+                "%s: the %s range [%p, +%zu bytes) is device memory, not host memory", context,
+                end.role, reinterpret_cast<void*>(end.address), count);
   }
   return orSuccess;
 }
 
-// With end.device's mutex held: the address to copy through, or null.
-void* hostAddress(const End& end, size_t count, orMemcpyKind kind) {
+// With end.device's mutex held: the address to copy through, or null. A device
+// end's allocation is stored in *allocation.
+void* hostAddress(const End& end, size_t count, const char* context, Allocation** allocation) {
   if (!end.onDevice) return reinterpret_cast<void*>(end.address);
   uintptr_t base;
-  if (!findAllocation(*end.device, end.address, count, kContext[kind], end.role, &base)) {
-    return nullptr;
-  }
+  *allocation = findAllocation(*end.device, end.address, count, context, end.role, &base);
+  if (*allocation == nullptr) return nullptr;
   return end.device->arena.load(std::memory_order_relaxed)->hostAddress(end.address);
 }
 
-}  // namespace
-
-orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
-  const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+// The validation shared by orMemcpy and orMemcpyAsync. A valid, non-empty copy
+// is handed to transfer(target, origin, allocations) with the device locks
+// held, so neither allocation can be freed meanwhile; allocations holds the
+// destination's and the source's (null for a host end).
+template <typename Transfer>
+orError_t checkCopy(const Config& config, const Api& api, void* dst, const void* src, size_t count,
+                    orMemcpyKind kind, Transfer&& transfer) {
   // Compared as int: C callers can pass any value.
   const int kindValue = static_cast<int>(kind);
   if (kindValue < orMemcpyHostToHost || kindValue > orMemcpyDeviceToDevice) {
-    return fail(orErrorInvalidValue, "orMemcpy: unknown kind %d (expected 0..3)", kindValue);
+    return fail(orErrorInvalidValue, "%s: unknown kind %d (expected 0..3)", api.name, kindValue);
   }
   if (count == 0) return orSuccess;
+  const char* context = api.context[kind];
   if (dst == nullptr || src == nullptr) {
-    return fail(orErrorInvalidValue, "%s: dst %p or src %p is NULL (count %zu)", kContext[kind],
-                dst, src, count);
+    return fail(orErrorInvalidValue, "%s: dst %p or src %p is NULL (count %zu)", context, dst,
+                src, count);
   }
   End to{"destination", reinterpret_cast<uintptr_t>(dst),
          kind == orMemcpyHostToDevice || kind == orMemcpyDeviceToDevice};
   End from{"source", reinterpret_cast<uintptr_t>(src),
            kind == orMemcpyDeviceToHost || kind == orMemcpyDeviceToDevice};
-  if (const orError_t error = locate(*config, to, count, kind); error != orSuccess) return error;
-  if (const orError_t error = locate(*config, from, count, kind); error != orSuccess) return error;
+  if (const orError_t error = locate(config, to, count, context); error != orSuccess) return error;
+  if (const orError_t error = locate(config, from, count, context); error != orSuccess) {
+    return error;
+  }
 
-  // The shared locks are held through the copy so neither allocation can be
-  // freed (and its pages punched) under it. Taken once for a same-device copy
-  // (a thread must not lock a mutex it holds), else in device order so two
-  // opposite cross-device copies cannot deadlock behind waiting writers.
+  // Locked once for a same-device copy (a thread must not lock a mutex it
+  // holds), else in device order so two opposite cross-device copies cannot
+  // deadlock behind waiting writers.
   Device* first = to.device;
   Device* second = from.device;
   if (second == first) {
@@ -86,12 +103,71 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
   if (first != nullptr) firstLock = std::shared_lock(first->mutex);
   if (second != nullptr) secondLock = std::shared_lock(second->mutex);
 
-  void* target = hostAddress(to, count, kind);
+  Allocation* allocations[2] = {nullptr, nullptr};
+  void* target = hostAddress(to, count, context, &allocations[0]);
   if (target == nullptr) return orErrorInvalidDevicePointer;
-  const void* origin = hostAddress(from, count, kind);
+  const void* origin = hostAddress(from, count, context, &allocations[1]);
   if (origin == nullptr) return orErrorInvalidDevicePointer;
-  // memmove: a same-device or host-to-host copy may overlap; for disjoint
-  // ranges glibc's memmove runs at memcpy speed.
-  std::memmove(target, origin, count);
+  transfer(target, origin, allocations);
   return orSuccess;
+}
+
+// A copy waiting in a stream. It pins the allocations it touches until it
+// has run, so the worker copies without taking any device lock.
+struct QueuedCopy {
+  // With the allocations' device locks held.
+  QueuedCopy(void* target, const void* origin, size_t count, Allocation* const allocations[2])
+      : target(target), origin(origin), count(count), pinned{allocations[0], allocations[1]} {
+    for (Allocation* allocation : pinned) {
+      if (allocation != nullptr) allocation->queuedCopies.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void unpin() const {
+    // Release: orFree, seeing the count drop, also sees the copy done.
+    for (Allocation* allocation : pinned) {
+      if (allocation != nullptr) allocation->queuedCopies.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  void* target;
+  const void* origin;
+  size_t count;
+  Allocation* pinned[2];
+};
+
+}  // namespace
+
+orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  return checkCopy(*config, kMemcpy, dst, src, count, kind,
+                   [count](void* target, const void* origin, Allocation* const*) {
+                     // memmove: a same-device or host-to-host copy may overlap; for disjoint
+                     // ranges glibc's memmove runs at memcpy speed.
+                     std::memmove(target, origin, count);
+                   });
+}
+
+orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
+                        orStream_t stream) {
+  const Config* config = runtimeConfig();
+  if (config == nullptr) return orErrorInitializationError;
+  const std::shared_ptr<Stream> queue = findStream(stream, "orMemcpyAsync");
+  if (queue == nullptr) return orErrorInvalidResourceHandle;
+  std::optional<QueuedCopy> copy;
+  if (const orError_t error = checkCopy(
+          *config, kMemcpyAsync, dst, src, count, kind,
+          [&](void* target, const void* origin, Allocation* const* allocations) {
+            copy.emplace(target, origin, count, allocations);
+          });
+      error != orSuccess || !copy) {
+    return error;  // invalid, or an empty copy with nothing to queue
+  }
+  const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy] {
+    std::memmove(copy.target, copy.origin, copy.count);
+    copy.unpin();
+  });
+  if (error != orSuccess) copy->unpin();
+  return error;
 }

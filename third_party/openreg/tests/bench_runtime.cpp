@@ -129,5 +129,23 @@ int main() {
   std::printf("memcpy 256 MiB, host to host                 %10.2f GB/s\n", plain);
   std::printf("memcpy 256 MiB, host to arena host view      %10.2f GB/s\n", view);
   check(orFree(ptr));
+
+  // Round trips through a stream's worker thread (a wake-up each way).
+  orStream_t stream = nullptr;
+  check(orStreamCreate(&stream));
+  const double hostFunc = medianNanoseconds(200, 100, [stream] {
+    check(orLaunchHostFunc(stream, [](void*) {}, nullptr));
+    check(orStreamSynchronize(stream));
+  });
+  std::printf("orLaunchHostFunc+orStreamSynchronize, empty  %10.0f ns\n", hostFunc);
+  orEvent_t event = nullptr;
+  check(orEventCreate(&event));
+  const double record = medianNanoseconds(200, 100, [stream, event] {
+    check(orEventRecord(event, stream));
+    check(orEventSynchronize(event));
+  });
+  std::printf("orEventRecord+orEventSynchronize, idle       %10.0f ns\n", record);
+  check(orEventDestroy(event));
+  check(orStreamDestroy(stream));
   return 0;
 }

@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <latch>
+#include <mutex>
 #include <new>
 #include <random>
 #include <string>
@@ -69,7 +73,7 @@ std::string errorDetail(orError_t got) {
 
 // The last error message of this thread contains text.
 #define CHECK_MESSAGE_HAS(text)                                                              \
-  record(std::strstr(orGetLastErrorMessage(), (text)) != nullptr,                            \
+  record(std::strstr(orGetLastErrorMessage(), std::string(text).c_str()) != nullptr,        \
          "last error message contains \"" + std::string(text) + "\"", __FILE__, __LINE__,    \
          std::string("message is \"") + orGetLastErrorMessage() + "\"")
 
@@ -131,6 +135,88 @@ std::vector<unsigned char> readBack(const void* devPtr, size_t size) {
 }
 
 char* offset(void* ptr, size_t bytes) { return static_cast<char*>(ptr) + bytes; }
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// A flag that host functions block on until the test opens it. Waits give up
+// after 10 s, so a runtime that never runs the opener fails instead of hanging.
+class Gate {
+ public:
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock lock(mutex_);
+    return opened_.wait_for(lock, 10s, [this] { return open_; });
+  }
+  bool isOpen() {
+    std::lock_guard lock(mutex_);
+    return open_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// orLaunchHostFunc for a closure.
+orError_t launch(orStream_t stream, std::function<void()> body) {
+  auto* heap = new std::function<void()>(std::move(body));
+  const orError_t error = orLaunchHostFunc(
+      stream,
+      [](void* data) {
+        auto* closure = static_cast<std::function<void()>*>(data);
+        (*closure)();
+        delete closure;
+      },
+      heap);
+  if (error != orSuccess) delete heap;
+  return error;
+}
+
+// Blocks stream until gate opens.
+orError_t block(orStream_t stream, Gate& gate) {
+  return orLaunchHostFunc(stream, [](void* data) { static_cast<Gate*>(data)->wait(); }, &gate);
+}
+
+std::string handleText(const void* handle) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", handle);
+  return text;
+}
+
+int threadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  }
+  return -1;
+}
+
+// A joined thread may still be counted for a moment after join returns.
+bool threadCountSettlesAt(int expected) {
+  for (int i = 0; i < 1000 && threadCount() != expected; ++i) std::this_thread::sleep_for(1ms);
+  return threadCount() == expected;
+}
+
+// User plus system time of the whole process.
+double cpuMilliseconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+}
 
 // ------------------------------------------------- environment (children)
 
@@ -201,6 +287,28 @@ void checkEverythingFails(const std::string& name, const std::string& value,
   CHECK_ERR(orPointerGetAttributes(&attributes, host), orErrorInitializationError);
   CHECK_ERR(orMemAccessBegin(host, 1, &ptr), orErrorInitializationError);
   CHECK_ERR(orMemAccessEnd(host), orErrorInitializationError);
+  orStream_t stream = nullptr;
+  orEvent_t event = nullptr;
+  float ms = 0;
+  CHECK_ERR(orStreamCreate(&stream), orErrorInitializationError);
+  CHECK_ERR(orStreamCreateWithPriority(&stream, 0, 0), orErrorInitializationError);
+  CHECK_ERR(orStreamDestroy(stream), orErrorInitializationError);
+  CHECK_ERR(orStreamQuery(stream), orErrorInitializationError);
+  CHECK_ERR(orStreamSynchronize(stream), orErrorInitializationError);
+  CHECK_ERR(orStreamWaitEvent(stream, event, 0), orErrorInitializationError);
+  CHECK_ERR(orStreamGetDevice(stream, &number), orErrorInitializationError);
+  CHECK_ERR(orStreamGetPriority(stream, &number), orErrorInitializationError);
+  CHECK_ERR(orDeviceGetStreamPriorityRange(&number, &number), orErrorInitializationError);
+  CHECK_ERR(orLaunchHostFunc(stream, [](void*) {}, nullptr), orErrorInitializationError);
+  CHECK_ERR(orMemcpyAsync(host, host + 8, 8, orMemcpyHostToHost, stream),
+            orErrorInitializationError);
+  CHECK_ERR(orEventCreate(&event), orErrorInitializationError);
+  CHECK_ERR(orEventCreateWithFlags(&event, 0), orErrorInitializationError);
+  CHECK_ERR(orEventRecord(event, stream), orErrorInitializationError);
+  CHECK_ERR(orEventQuery(event), orErrorInitializationError);
+  CHECK_ERR(orEventSynchronize(event), orErrorInitializationError);
+  CHECK_ERR(orEventElapsedTime(&ms, event, event), orErrorInitializationError);
+  CHECK_ERR(orEventDestroy(event), orErrorInitializationError);
   CHECK_MESSAGE_HAS(name.c_str());
   CHECK(std::strcmp(orGetErrorName(orErrorInitializationError), "orErrorInitializationError") == 0);
 }
@@ -346,6 +454,8 @@ void testErrorStrings() {
       {orErrorInvalidDevicePointer, "orErrorInvalidDevicePointer"},
       {orErrorInvalidMemcpyDirection, "orErrorInvalidMemcpyDirection"},
       {orErrorIllegalState, "orErrorIllegalState"},
+      {orErrorNotReady, "orErrorNotReady"},
+      {orErrorInvalidResourceHandle, "orErrorInvalidResourceHandle"},
   };
   std::vector<std::string> strings;
   for (const auto& [code, name] : names) {
@@ -831,6 +941,654 @@ void testStress() {
   CHECK_OK(orSetDevice(0));
 }
 
+// ------------------------------------------------------- streams, events
+
+void testStreamBasics() {
+  int least = 1, greatest = 1;
+  CHECK_OK(orDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK(least == 0 && greatest == -2);
+  CHECK_ERR(orDeviceGetStreamPriorityRange(nullptr, &greatest), orErrorInvalidValue);
+  CHECK_ERR(orDeviceGetStreamPriorityRange(&least, nullptr), orErrorInvalidValue);
+
+  orStream_t stream = nullptr;
+  int device = -1, priority = 1;
+  CHECK_ERR(orStreamCreate(nullptr), orErrorInvalidValue);
+  CHECK_OK(orStreamCreate(&stream));
+  CHECK(stream != nullptr);
+  CHECK_OK(orStreamGetDevice(stream, &device));
+  CHECK(device == 0);
+  CHECK_OK(orStreamGetPriority(stream, &priority));
+  CHECK(priority == 0);
+  CHECK_ERR(orStreamGetDevice(stream, nullptr), orErrorInvalidValue);
+  CHECK_ERR(orStreamGetPriority(stream, nullptr), orErrorInvalidValue);
+  CHECK_ERR(orLaunchHostFunc(stream, nullptr, nullptr), orErrorInvalidValue);
+  CHECK_MESSAGE_HAS("fn is NULL");
+  CHECK_OK(orStreamQuery(stream));  // nothing submitted yet
+  CHECK_OK(orStreamSynchronize(stream));
+  CHECK_OK(orStreamDestroy(stream));
+
+  // Out-of-range priorities clamp into [greatest, least]; flags 1 (non-blocking)
+  // is accepted, anything but 0 and 1 is not.
+  const std::pair<int, int> priorities[] = {{0, 0},   {-1, -1},      {-2, -2}, {-3, -2},
+                                            {1, 0},   {INT_MIN, -2}, {INT_MAX, 0}};
+  for (const auto& [requested, expected] : priorities) {
+    for (unsigned int flags : {0u, 1u}) {
+      CHECK_OK(orStreamCreateWithPriority(&stream, flags, requested));
+      CHECK_OK(orStreamGetPriority(stream, &priority));
+      CHECK(priority == expected);
+      CHECK_OK(orStreamDestroy(stream));
+    }
+  }
+  CHECK_ERR(orStreamCreateWithPriority(&stream, 2, 0), orErrorInvalidValue);
+  CHECK_MESSAGE_HAS("flags 0x2");
+  CHECK_ERR(orStreamCreateWithPriority(&stream, 0x80000001u, -1), orErrorInvalidValue);
+  CHECK_ERR(orStreamCreateWithPriority(nullptr, 0, 0), orErrorInvalidValue);
+
+  // A stream belongs to the device current at its creation; its host
+  // functions see that device as current.
+  CHECK_OK(orSetDevice(1));
+  CHECK_OK(orStreamCreate(&stream));
+  CHECK_OK(orSetDevice(0));
+  CHECK_OK(orStreamGetDevice(stream, &device));
+  CHECK(device == 1);
+  int seen = -1;
+  CHECK_OK(orLaunchHostFunc(stream, [](void* out) { orGetDevice(static_cast<int*>(out)); }, &seen));
+  CHECK_OK(orStreamSynchronize(stream));
+  CHECK(seen == 1);
+  CHECK_OK(orStreamDestroy(stream));
+
+  // Streams start no thread until their first submission.
+  const int threadsBefore = threadCount();
+  std::vector<orStream_t> many(1000);
+  for (orStream_t& each : many) CHECK_OK(orStreamCreate(&each));
+  CHECK(threadCount() == threadsBefore);
+  CHECK_OK(orLaunchHostFunc(many[0], [](void*) {}, nullptr));
+  CHECK(threadCount() == threadsBefore + 1);
+  for (orStream_t each : many) CHECK_OK(orStreamDestroy(each));
+  CHECK(threadCountSettlesAt(threadsBefore));  // the worker is joined
+}
+
+void testStreamDestroy() {
+  // Destroy waits for the queued work.
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+  std::atomic<bool> done{false};
+  CHECK_OK(launch(stream, [&done] {
+    std::this_thread::sleep_for(30ms);
+    done = true;
+  }));
+  CHECK_OK(orStreamDestroy(stream));
+  CHECK(done);
+
+  // A destroyed handle is reported by every call, naming it; never reused.
+  const std::string name = handleText(stream);
+  int value = 0;
+  char host[8] = {};
+  orEvent_t event = nullptr;
+  CHECK_OK(orEventCreate(&event));
+  CHECK_ERR(orStreamDestroy(stream), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("orStreamDestroy: stream " + name + " is not a live stream");
+  CHECK_ERR(orStreamQuery(stream), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS(name);
+  CHECK_ERR(orStreamSynchronize(stream), orErrorInvalidResourceHandle);
+  CHECK_ERR(orStreamGetDevice(stream, &value), orErrorInvalidResourceHandle);
+  CHECK_ERR(orStreamGetPriority(stream, &value), orErrorInvalidResourceHandle);
+  CHECK_ERR(orLaunchHostFunc(stream, [](void*) {}, nullptr), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("orLaunchHostFunc");
+  CHECK_ERR(orMemcpyAsync(host, host + 4, 4, orMemcpyHostToHost, stream),
+            orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("orMemcpyAsync");
+  CHECK_ERR(orEventRecord(event, stream), orErrorInvalidResourceHandle);
+  CHECK_ERR(orStreamWaitEvent(stream, event, 0), orErrorInvalidResourceHandle);
+  // Never created (not dereferenced).
+  orStream_t bogus = reinterpret_cast<orStream_t>(&value);
+  CHECK_ERR(orStreamQuery(bogus), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS(handleText(bogus));
+  CHECK_ERR(orStreamDestroy(bogus), orErrorInvalidResourceHandle);
+  // The default stream cannot be destroyed.
+  CHECK_ERR(orStreamDestroy(nullptr), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("default stream");
+  orStream_t next = nullptr;
+  CHECK_OK(orStreamCreate(&next));
+  CHECK(next != stream);
+  CHECK_ERR(orStreamQuery(stream), orErrorInvalidResourceHandle);
+  CHECK_OK(orStreamDestroy(next));
+  CHECK_OK(orEventDestroy(event));
+
+  // Destroyed while another thread submits: every accepted task runs, and
+  // submissions after the destruction fail cleanly.
+  CHECK_OK(orStreamCreate(&stream));
+  std::atomic<int> accepted{0}, ran{0};
+  std::atomic<bool> started{false};
+  std::thread submitter([&] {
+    for (;;) {
+      const orError_t error = orLaunchHostFunc(
+          stream, [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); },
+          &ran);
+      if (error != orSuccess) {
+        CHECK(error == orErrorInvalidResourceHandle);
+        return;
+      }
+      accepted.fetch_add(1);
+      started = true;
+    }
+  });
+  while (!started) std::this_thread::yield();
+  CHECK_OK(orStreamDestroy(stream));
+  submitter.join();
+  CHECK(accepted.load() > 0);
+  CHECK(ran.load() == accepted.load());
+}
+
+void testStreamQuery() {
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+  Gate gate;
+  CHECK_OK(block(stream, gate));
+  CHECK_ERR(orStreamQuery(stream), orErrorNotReady);
+  CHECK_MESSAGE_HAS(handleText(stream));
+  CHECK_ERR(orStreamQuery(stream), orErrorNotReady);
+  gate.open();
+  CHECK_OK(orStreamSynchronize(stream));
+  CHECK_OK(orStreamQuery(stream));
+
+  // Waiting for a 200 ms host function burns next to no CPU: no busy wait.
+  orEvent_t event = nullptr;
+  CHECK_OK(orEventCreate(&event));
+  const auto sleepy = [] { std::this_thread::sleep_for(200ms); };
+  const std::pair<const char*, std::function<orError_t()>> waits[] = {
+      {"orStreamSynchronize", [stream] { return orStreamSynchronize(stream); }},
+      {"orDeviceSynchronize", [] { return orDeviceSynchronize(); }},
+      {"orEventSynchronize", [event] { return orEventSynchronize(event); }},
+  };
+  for (const auto& [name, wait] : waits) {
+    CHECK_OK(launch(stream, sleepy));
+    CHECK_OK(orEventRecord(event, stream));
+    const double cpuStart = cpuMilliseconds();
+    const Clock::time_point start = Clock::now();
+    CHECK_OK(wait());
+    const double cpu = cpuMilliseconds() - cpuStart;
+    record(millisecondsSince(start) >= 150 && cpu < 50, std::string(name) + " sleeps", __FILE__,
+           __LINE__, "cpu " + std::to_string(cpu) + " ms");
+  }
+  CHECK_OK(orEventDestroy(event));
+  CHECK_OK(orStreamDestroy(stream));
+}
+
+void testStreamOrder() {
+  constexpr int kFunctions = 1000;
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+  std::vector<int> order;
+  Gate gate;
+  CHECK_OK(block(stream, gate));  // all are queued before any runs
+  for (int i = 0; i < kFunctions; ++i) {
+    CHECK_OK(launch(stream, [&order, i] { order.push_back(i); }));
+  }
+  gate.open();
+  CHECK_OK(orStreamSynchronize(stream));
+  bool inOrder = order.size() == kFunctions;
+  for (int i = 0; inOrder && i < kFunctions; ++i) inOrder = order[i] == i;
+  CHECK(inOrder);
+  CHECK_OK(orStreamDestroy(stream));
+}
+
+// Each stream has its own worker: a host function on A can wait for one on B.
+void testConcurrentStreams() {
+  orStream_t a = nullptr, b = nullptr;
+  CHECK_OK(orStreamCreate(&a));
+  CHECK_OK(orStreamCreate(&b));
+  Gate setByB;
+  bool sawB = false;
+  CHECK_OK(launch(a, [&] { sawB = setByB.wait(); }));
+  CHECK_OK(launch(b, [&] { setByB.open(); }));
+  CHECK_OK(orStreamSynchronize(a));
+  CHECK(sawB);
+  CHECK_OK(orStreamDestroy(a));
+  CHECK_OK(orStreamDestroy(b));
+}
+
+void testAsyncCopies() {
+  constexpr size_t kSize = 256 * KiB + 5;
+  enum Wait { kStream, kDevice, kEvent };
+  for (Wait wait : {kStream, kDevice, kEvent}) {
+    orStream_t stream = nullptr;
+    CHECK_OK(orStreamCreate(&stream));
+    const std::vector<unsigned char> data = pattern(kSize, 10 + wait);
+    std::vector<unsigned char> staged(kSize, 0), result(kSize, 0);
+    void* a = nullptr;
+    void* b = nullptr;
+    CHECK_OK(orMalloc(&a, kSize));
+    CHECK_OK(orMalloc(&b, kSize));
+    // Each copy reads what the previous one wrote: only in-order execution
+    // gives the data back.
+    Gate gate;
+    CHECK_OK(block(stream, gate));
+    CHECK_OK(orMemcpyAsync(staged.data(), data.data(), kSize, orMemcpyHostToHost, stream));
+    CHECK_OK(orMemcpyAsync(a, staged.data(), kSize, orMemcpyHostToDevice, stream));
+    CHECK_OK(orMemcpyAsync(b, a, kSize, orMemcpyDeviceToDevice, stream));
+    CHECK_OK(orMemcpyAsync(result.data(), b, kSize, orMemcpyDeviceToHost, stream));
+    CHECK(result == std::vector<unsigned char>(kSize, 0));  // nothing ran yet
+    CHECK_ERR(orStreamQuery(stream), orErrorNotReady);
+    gate.open();
+    if (wait == kStream) {
+      CHECK_OK(orStreamSynchronize(stream));
+    } else if (wait == kDevice) {
+      CHECK_OK(orDeviceSynchronize());
+    } else {
+      orEvent_t event = nullptr;
+      CHECK_OK(orEventCreate(&event));
+      CHECK_OK(orEventRecord(event, stream));
+      CHECK_OK(orEventSynchronize(event));
+      CHECK_OK(orEventQuery(event));
+      CHECK_OK(orEventDestroy(event));
+    }
+    CHECK(result == data);
+    CHECK(readBack(b, kSize) == data);
+    CHECK_OK(orStreamQuery(stream));
+    CHECK_OK(orFree(a));
+    CHECK_OK(orFree(b));
+    CHECK_OK(orStreamDestroy(stream));
+  }
+}
+
+void testMemcpyAsyncValidation() {
+  constexpr size_t kSize = 64 * KiB;
+  const std::vector<unsigned char> data = pattern(kSize, 20);
+  std::vector<unsigned char> host(kSize);
+  void* a = nullptr;
+  void* b = nullptr;
+  void* freed = nullptr;
+  CHECK_OK(orMalloc(&a, kSize));
+  CHECK_OK(orMalloc(&b, kSize));
+  CHECK_OK(orMalloc(&freed, kPage));
+  CHECK_OK(orFree(freed));
+  CHECK_OK(orMemcpy(a, data.data(), kSize, orMemcpyHostToDevice));
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+
+  // Each invalid copy fails at the call, with orMemcpy's code and message
+  // (naming orMemcpyAsync instead), and queues nothing.
+  struct Case {
+    void* dst;
+    const void* src;
+    size_t count;
+    int kind;
+    orError_t expected;
+  };
+  const Case cases[] = {
+      {a, data.data(), 1, 4, orErrorInvalidValue},
+      {a, data.data(), 1, -1, orErrorInvalidValue},
+      {nullptr, data.data(), 1, orMemcpyHostToHost, orErrorInvalidValue},
+      {a, nullptr, 1, orMemcpyHostToDevice, orErrorInvalidValue},
+      {host.data(), data.data(), 1, orMemcpyHostToDevice, orErrorInvalidDevicePointer},
+      {host.data(), host.data(), 1, orMemcpyDeviceToHost, orErrorInvalidDevicePointer},
+      {a, b, 1, orMemcpyHostToDevice, orErrorInvalidMemcpyDirection},
+      {b, a, 1, orMemcpyDeviceToHost, orErrorInvalidMemcpyDirection},
+      {host.data(), a, 1, orMemcpyHostToHost, orErrorInvalidMemcpyDirection},
+      {offset(a, kSize - 10), data.data(), 11, orMemcpyHostToDevice, orErrorInvalidDevicePointer},
+      {b, a, kSize + 1, orMemcpyDeviceToDevice, orErrorInvalidDevicePointer},
+      {offset(a, 1), a, SIZE_MAX, orMemcpyDeviceToDevice, orErrorInvalidDevicePointer},
+      {freed, data.data(), 1, orMemcpyHostToDevice, orErrorInvalidDevicePointer},
+  };
+  for (const Case& c : cases) {
+    const orMemcpyKind kind = static_cast<orMemcpyKind>(c.kind);
+    CHECK_ERR(orMemcpy(c.dst, c.src, c.count, kind), c.expected);
+    std::string expected = orGetLastErrorMessage();
+    expected.replace(0, std::strlen("orMemcpy"), "orMemcpyAsync");
+    CHECK_ERR(orMemcpyAsync(c.dst, c.src, c.count, kind, stream), c.expected);
+    CHECK(orGetLastErrorMessage() == expected);
+  }
+  CHECK_OK(orStreamQuery(stream));
+  // Count 0 succeeds whatever the pointers, and so queues nothing.
+  CHECK_OK(orMemcpyAsync(nullptr, nullptr, 0, orMemcpyDeviceToDevice, stream));
+  CHECK_OK(orMemcpyAsync(host.data(), reinterpret_cast<void*>(16), 0, orMemcpyDeviceToHost,
+                         nullptr));
+  CHECK(readBack(a, kSize) == data);
+  CHECK_OK(orStreamDestroy(stream));
+  CHECK_OK(orFree(a));
+  CHECK_OK(orFree(b));
+}
+
+void testFreeWaitsForQueuedCopies() {
+  constexpr size_t kSize = 1 * MiB;
+  const std::vector<unsigned char> data = pattern(kSize, 30);
+  const size_t initial = freeBytes();
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+  const auto delay = [](orStream_t on) {
+    CHECK_OK(launch(on, [] { std::this_thread::sleep_for(50ms); }));
+  };
+
+  // A pending device-to-host copy out of the allocation.
+  void* ptr = nullptr;
+  CHECK_OK(orMalloc(&ptr, kSize));
+  CHECK_OK(orMemcpy(ptr, data.data(), kSize, orMemcpyHostToDevice));
+  std::vector<unsigned char> out(kSize, 0);
+  delay(stream);
+  CHECK_OK(orMemcpyAsync(out.data(), ptr, kSize, orMemcpyDeviceToHost, stream));
+  const Clock::time_point start = Clock::now();
+  CHECK_OK(orFree(ptr));
+  CHECK(millisecondsSince(start) >= 30);
+  CHECK(out == data);  // no synchronization needed: orFree waited
+  CHECK_OK(orStreamQuery(stream));
+
+  // A pending host-to-device copy into it.
+  CHECK_OK(orMalloc(&ptr, kSize));
+  delay(stream);
+  CHECK_OK(orMemcpyAsync(ptr, data.data(), kSize, orMemcpyHostToDevice, stream));
+  CHECK_OK(orFree(ptr));
+  CHECK_OK(orStreamQuery(stream));
+  CHECK(freeBytes() == initial);
+
+  // Queued on another device's stream: the allocation stays pinned until the
+  // copy has run.
+  orStream_t other = nullptr;
+  CHECK_OK(orSetDevice(1));
+  CHECK_OK(orStreamCreate(&other));
+  CHECK_OK(orSetDevice(0));
+  CHECK_OK(orMalloc(&ptr, kSize));
+  CHECK_OK(orMemcpy(ptr, data.data(), kSize, orMemcpyHostToDevice));
+  std::fill(out.begin(), out.end(), 0);
+  delay(other);
+  CHECK_OK(orMemcpyAsync(out.data(), ptr, kSize, orMemcpyDeviceToHost, other));
+  CHECK_OK(orFree(ptr));
+  CHECK(out == data);
+  CHECK(freeBytes() == initial);
+
+  // Work queued on another device only does not delay orFree (nor
+  // orDeviceSynchronize) on this one.
+  Gate gate;
+  CHECK_OK(block(other, gate));
+  CHECK_OK(orMalloc(&ptr, kSize));
+  const Clock::time_point idleStart = Clock::now();
+  CHECK_OK(orFree(ptr));
+  CHECK_OK(orDeviceSynchronize());
+  CHECK(millisecondsSince(idleStart) < 1000);
+  CHECK(!gate.isOpen());
+  gate.open();
+  CHECK_OK(orStreamDestroy(other));
+  CHECK_OK(orStreamDestroy(stream));
+}
+
+void testStreamWaitEvent() {
+  orStream_t a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(orStreamCreate(&a));
+  CHECK_OK(orStreamCreate(&c));
+  CHECK_OK(orSetDevice(1));  // waits across devices are allowed
+  CHECK_OK(orStreamCreate(&b));
+  CHECK_OK(orSetDevice(0));
+  orEvent_t event = nullptr;
+  CHECK_OK(orEventCreate(&event));
+
+  std::atomic<int> value{0};
+  int seen = -1;
+  CHECK_OK(launch(a, [&value] {
+    std::this_thread::sleep_for(50ms);
+    value = 42;
+  }));
+  CHECK_OK(orEventRecord(event, a));
+  CHECK_OK(orStreamWaitEvent(b, event, 0));
+  CHECK_OK(launch(b, [&] { seen = value; }));
+  CHECK_OK(orStreamSynchronize(b));
+  CHECK(seen == 42);
+  CHECK_ERR(orStreamWaitEvent(b, event, 1), orErrorInvalidValue);
+  CHECK_MESSAGE_HAS("flags 0x1");
+
+  // A never-recorded event does not hold the stream back.
+  orEvent_t unrecorded = nullptr;
+  CHECK_OK(orEventCreate(&unrecorded));
+  CHECK_OK(orStreamWaitEvent(b, unrecorded, 0));
+  CHECK_OK(orStreamSynchronize(b));
+
+  // The wait is for the record current at the call: re-recording the event
+  // on an idle stream afterwards does not release b.
+  Gate gate;
+  CHECK_OK(block(a, gate));
+  CHECK_OK(orEventRecord(event, a));
+  CHECK_OK(orStreamWaitEvent(b, event, 0));
+  std::atomic<bool> ranOnB{false};
+  CHECK_OK(launch(b, [&ranOnB] { ranOnB = true; }));
+  CHECK_OK(orEventRecord(event, c));
+  CHECK_OK(orEventSynchronize(event));  // the latest record is c's
+  std::this_thread::sleep_for(20ms);
+  CHECK(!ranOnB);
+  CHECK_ERR(orStreamQuery(b), orErrorNotReady);
+  gate.open();
+  CHECK_OK(orStreamSynchronize(b));
+  CHECK(ranOnB);
+
+  // A waiting stream's queued copies run after the event too.
+  void* ptr = nullptr;
+  CHECK_OK(orMalloc(&ptr, kPage));
+  const std::vector<unsigned char> data = pattern(kPage, 31);
+  std::vector<unsigned char> out(kPage, 0);
+  CHECK_OK(launch(a, [] { std::this_thread::sleep_for(20ms); }));
+  CHECK_OK(orMemcpyAsync(ptr, data.data(), kPage, orMemcpyHostToDevice, a));
+  CHECK_OK(orEventRecord(event, a));
+  CHECK_OK(orStreamWaitEvent(b, event, 0));
+  CHECK_OK(orMemcpyAsync(out.data(), ptr, kPage, orMemcpyDeviceToHost, b));
+  CHECK_OK(orStreamSynchronize(b));
+  CHECK(out == data);
+  CHECK_OK(orFree(ptr));
+
+  CHECK_OK(orEventDestroy(event));
+  CHECK_OK(orEventDestroy(unrecorded));
+  for (orStream_t stream : {a, b, c}) CHECK_OK(orStreamDestroy(stream));
+}
+
+void testEvents() {
+  orEvent_t start = nullptr, end = nullptr, untimed = nullptr;
+  float ms = 0;
+  CHECK_ERR(orEventCreate(nullptr), orErrorInvalidValue);
+  CHECK_ERR(orEventCreateWithFlags(nullptr, orEventDefault), orErrorInvalidValue);
+  for (unsigned int flags : {1u, 3u, 4u, 0x100u}) {
+    CHECK_ERR(orEventCreateWithFlags(&start, flags), orErrorInvalidValue);
+    CHECK_MESSAGE_HAS("flags");
+  }
+  CHECK_OK(orEventCreate(&start));
+  CHECK_OK(orEventCreateWithFlags(&end, orEventDefault));
+  CHECK_OK(orEventCreateWithFlags(&untimed, orEventDisableTiming));
+  CHECK(start != end && end != untimed);
+  orStream_t stream = nullptr;
+  CHECK_OK(orStreamCreate(&stream));
+
+  // Never recorded: complete for queries, unusable for timing.
+  CHECK_OK(orEventQuery(start));
+  CHECK_OK(orEventSynchronize(start));
+  CHECK_ERR(orEventElapsedTime(&ms, start, end), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("start event " + handleText(start) + " has never been recorded");
+  CHECK_ERR(orEventElapsedTime(nullptr, start, end), orErrorInvalidValue);
+
+  // Timing around a 20 ms host function.
+  CHECK_OK(orEventRecord(start, stream));
+  CHECK_OK(launch(stream, [] { std::this_thread::sleep_for(20ms); }));
+  CHECK_OK(orEventRecord(end, stream));
+  CHECK_ERR(orEventElapsedTime(&ms, start, end), orErrorNotReady);
+  CHECK_OK(orEventSynchronize(end));
+  CHECK_OK(orEventQuery(end));
+  CHECK_OK(orEventQuery(start));
+  CHECK_OK(orEventElapsedTime(&ms, start, end));
+  CHECK(ms >= 15 && ms < 1000);
+  float backwards = 0;
+  CHECK_OK(orEventElapsedTime(&backwards, end, start));
+  CHECK(backwards == -ms);
+  CHECK_OK(orEventElapsedTime(&ms, start, start));
+  CHECK(ms == 0);
+
+  // Recorded but pending: NotReady from Query and ElapsedTime.
+  Gate gate;
+  CHECK_OK(block(stream, gate));
+  CHECK_OK(orEventRecord(end, stream));
+  CHECK_ERR(orEventQuery(end), orErrorNotReady);
+  CHECK_MESSAGE_HAS(handleText(end));
+  CHECK_ERR(orEventElapsedTime(&ms, start, end), orErrorNotReady);
+  CHECK_MESSAGE_HAS("end event " + handleText(end) + " has not completed");
+  // Recording again replaces the pending record: on the default stream,
+  // which is idle, it completes while `stream` is still blocked.
+  CHECK_OK(orEventRecord(end, nullptr));
+  CHECK_OK(orEventSynchronize(end));
+  CHECK_OK(orEventQuery(end));
+  CHECK_OK(orEventElapsedTime(&ms, start, end));
+  CHECK(ms > 0);
+  CHECK_ERR(orStreamQuery(stream), orErrorNotReady);
+  gate.open();
+  CHECK_OK(orStreamSynchronize(stream));
+
+  // Timing disabled: completes like any event, but has no timestamp.
+  CHECK_ERR(orEventElapsedTime(&ms, untimed, end), orErrorInvalidResourceHandle);
+  CHECK_OK(orEventRecord(untimed, stream));
+  CHECK_OK(orEventSynchronize(untimed));
+  CHECK_OK(orEventQuery(untimed));
+  CHECK_ERR(orEventElapsedTime(&ms, untimed, end), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("orEventDisableTiming");
+  CHECK_ERR(orEventElapsedTime(&ms, start, untimed), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("end event " + handleText(untimed));
+
+  // An event destroyed while its record is queued: the marker still runs.
+  orEvent_t doomed = nullptr;
+  CHECK_OK(orEventCreate(&doomed));
+  Gate second;
+  CHECK_OK(block(stream, second));
+  CHECK_OK(orEventRecord(doomed, stream));
+  CHECK_OK(orStreamWaitEvent(nullptr, doomed, 0));  // the default stream waits for it too
+  CHECK_OK(orEventDestroy(doomed));
+  second.open();
+  CHECK_OK(orStreamSynchronize(stream));
+  CHECK_OK(orStreamSynchronize(nullptr));
+
+  // Stale and bogus handles.
+  const std::string name = handleText(doomed);
+  CHECK_ERR(orEventDestroy(doomed), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("orEventDestroy: event " + name);
+  CHECK_ERR(orEventQuery(doomed), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS(name);
+  CHECK_ERR(orEventSynchronize(doomed), orErrorInvalidResourceHandle);
+  CHECK_ERR(orEventRecord(doomed, stream), orErrorInvalidResourceHandle);
+  CHECK_ERR(orEventElapsedTime(&ms, start, doomed), orErrorInvalidResourceHandle);
+  CHECK_ERR(orStreamWaitEvent(stream, doomed, 0), orErrorInvalidResourceHandle);
+  CHECK_ERR(orEventQuery(nullptr), orErrorInvalidResourceHandle);
+  int local = 0;
+  CHECK_ERR(orEventDestroy(reinterpret_cast<orEvent_t>(&local)), orErrorInvalidResourceHandle);
+  CHECK_OK(orStreamQuery(stream));
+
+  for (orEvent_t event : {start, end, untimed}) CHECK_OK(orEventDestroy(event));
+  CHECK_OK(orStreamDestroy(stream));
+}
+
+void testDefaultStream() {
+  int device = -1, priority = 1, seen = -1;
+  CHECK_OK(orSetDevice(1));
+  CHECK_OK(orStreamGetDevice(nullptr, &device));
+  CHECK(device == 1);
+  CHECK_OK(orStreamGetPriority(nullptr, &priority));
+  CHECK(priority == 0);
+  CHECK_OK(
+      orLaunchHostFunc(nullptr, [](void* out) { orGetDevice(static_cast<int*>(out)); }, &seen));
+  CHECK_OK(orStreamSynchronize(nullptr));
+  CHECK(seen == 1);  // ran on device 1's default stream
+
+  // Device 1's default stream is not device 0's.
+  Gate gate;
+  CHECK_OK(block(nullptr, gate));
+  CHECK_ERR(orStreamQuery(nullptr), orErrorNotReady);
+  CHECK_OK(orSetDevice(0));
+  CHECK_OK(orStreamQuery(nullptr));
+  CHECK_OK(orStreamGetDevice(nullptr, &device));
+  CHECK(device == 0);
+  std::atomic<bool> ran{false};
+  CHECK_OK(launch(nullptr, [&ran] { ran = true; }));
+  CHECK_OK(orStreamSynchronize(nullptr));
+  CHECK_OK(orDeviceSynchronize());
+  CHECK(ran);
+  CHECK_OK(orSetDevice(1));
+  gate.open();
+  CHECK_OK(orDeviceSynchronize());
+  CHECK_OK(orStreamQuery(nullptr));
+
+  // orDeviceSynchronize waits for the default stream and every created one.
+  orStream_t first = nullptr, second = nullptr;
+  CHECK_OK(orStreamCreate(&first));
+  CHECK_OK(orStreamCreate(&second));
+  std::atomic<int> finished{0};
+  for (orStream_t stream : {first, second, static_cast<orStream_t>(nullptr)}) {
+    CHECK_OK(launch(stream, [&finished] {
+      std::this_thread::sleep_for(20ms);
+      finished.fetch_add(1);
+    }));
+  }
+  CHECK_OK(orDeviceSynchronize());
+  CHECK(finished.load() == 3);
+  CHECK_OK(orStreamDestroy(first));
+  CHECK_OK(orStreamDestroy(second));
+  CHECK_OK(orSetDevice(0));
+}
+
+void testStreamStress() {
+  constexpr int kThreads = 4, kIterations = 1000;
+  constexpr size_t kChunk = 64, kSize = kChunk * kIterations;
+  size_t initial[2];
+  for (int device : {0, 1}) {
+    CHECK_OK(orSetDevice(device));
+    initial[device] = freeBytes();
+  }
+  CHECK_OK(orSetDevice(0));
+  const int threadsBefore = threadCount();
+  std::atomic<int> errors{0};
+  const auto worker = [&](int id) {
+    const auto expect = [&](bool ok) {
+      if (!ok) errors.fetch_add(1);
+    };
+    expect(orSetDevice(id % 2) == orSuccess);
+    orStream_t stream = nullptr;
+    orEvent_t event = nullptr;
+    expect(orStreamCreateWithPriority(&stream, id % 2, -id) == orSuccess);
+    expect(orEventCreateWithFlags(&event, orEventDisableTiming) == orSuccess);
+    const std::vector<unsigned char> source = pattern(kSize, 40 + id);
+    std::vector<unsigned char> result(kSize, 0);
+    void* a = nullptr;
+    void* b = nullptr;
+    expect(orMalloc(&a, kSize) == orSuccess);
+    expect(orMalloc(&b, kSize) == orSuccess);
+    int calls = 0;
+    for (size_t i = 0; i < kIterations; ++i) {
+      const size_t at = i * kChunk;
+      expect(orMemcpyAsync(offset(a, at), source.data() + at, kChunk, orMemcpyHostToDevice,
+                           stream) == orSuccess);
+      expect(orMemcpyAsync(offset(b, at), offset(a, at), kChunk, orMemcpyDeviceToDevice,
+                           stream) == orSuccess);
+      expect(orMemcpyAsync(result.data() + at, offset(b, at), kChunk, orMemcpyDeviceToHost,
+                           stream) == orSuccess);
+      expect(orLaunchHostFunc(stream, [](void* count) { ++*static_cast<int*>(count); },
+                              &calls) == orSuccess);
+      if (i % 100 == 0) {
+        expect(orEventRecord(event, stream) == orSuccess);
+        const orError_t query = orStreamQuery(stream);
+        expect(query == orSuccess || query == orErrorNotReady);
+      }
+    }
+    expect(orStreamSynchronize(stream) == orSuccess);
+    expect(orEventQuery(event) == orSuccess);
+    expect(calls == kIterations);
+    expect(result == source);
+    expect(orEventDestroy(event) == orSuccess);
+    expect(orStreamDestroy(stream) == orSuccess);
+    expect(orFree(a) == orSuccess);
+    expect(orFree(b) == orSuccess);
+  };
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) threads.emplace_back(worker, id);
+  for (std::thread& thread : threads) thread.join();
+  CHECK(errors.load() == 0);
+  CHECK(threadCountSettlesAt(threadsBefore));  // every stream's worker was joined
+  for (int device : {0, 1}) {
+    CHECK_OK(orSetDevice(device));
+    CHECK(freeBytes() == initial[device]);
+    CHECK_OK(orStreamQuery(nullptr));
+  }
+  CHECK_OK(orSetDevice(0));
+}
+
 }  // namespace
 
 int main() {
@@ -860,6 +1618,18 @@ int main() {
       {"pointer attributes", testPointerAttributes},
       {"scoped access", testScopedAccess},
       {"stress", testStress},
+      {"stream basics", testStreamBasics},
+      {"stream destroy", testStreamDestroy},
+      {"stream query", testStreamQuery},
+      {"stream order", testStreamOrder},
+      {"concurrent streams", testConcurrentStreams},
+      {"async copies", testAsyncCopies},
+      {"async copy validation", testMemcpyAsyncValidation},
+      {"free waits for copies", testFreeWaitsForQueuedCopies},
+      {"stream wait event", testStreamWaitEvent},
+      {"events", testEvents},
+      {"default stream", testDefaultStream},
+      {"stream stress", testStreamStress},
   };
   for (const auto& [name, test] : tests) {
     const int failedBefore = counters->failed.load();
