@@ -1,5 +1,6 @@
 // Copies between the CPU and openreg, and between openreg devices. copy_()
-// sends every copy that involves a PrivateUse1 tensor here.
+// sends every copy that involves a PrivateUse1 tensor here. Copies run in the
+// current stream's order; non_blocking=True ones are queued on it.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/resize.h>
@@ -8,6 +9,8 @@
 
 #include "aten/HostView.h"
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegHostAllocator.h"
+#include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
 namespace {
@@ -26,9 +29,26 @@ bool is_plain_memcpy(const at::Tensor& src, const at::Tensor& dst) {
       src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
-  // `self` is the source. Copies run synchronously, so non_blocking needs no
-  // special handling yet.
+bool is_pinned(const at::Tensor& t) {
+  orPointerAttributes attributes{};
+  return orPointerGetAttributes(&attributes, t.const_data_ptr()) == orSuccess &&
+      attributes.type == orMemoryTypeHost;
+}
+
+// Asynchronous when no host memory could change under the queued copy, as in
+// CUDA: device to device on one device, or to/from pinned host memory.
+bool can_copy_async(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.is_cpu()) {
+    return is_pinned(src);
+  }
+  if (dst.is_cpu()) {
+    return is_pinned(dst);
+  }
+  return src.device() == dst.device();
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // `self` is the source.
   for (const at::Tensor* t : {&self, &dst}) {
     TORCH_CHECK(
         t->is_cpu() || t->is_privateuseone(),
@@ -42,11 +62,27 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   }
   const c10::Device device = dst.is_privateuseone() ? dst.device() : self.device();
   c10::DeviceGuard guard(device);
+  const c10::openreg::OpenRegStream stream = c10::openreg::getCurrentOpenRegStream(device.index());
+  if (self.is_privateuseone() && dst.is_privateuseone() && self.device() != dst.device()) {
+    // Peer copy: the source device's queued work comes first as well.
+    c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
+  }
   if (is_plain_memcpy(self, dst)) {
     // data_ptr() of a dense tensor with non-negative strides is its lowest
     // address, so the block is [data_ptr, data_ptr + nbytes).
-    OPENREG_CHECK(orMemcpy(
-        dst.data_ptr(), self.data_ptr(), self.numel() * self.itemsize(), copy_kind(self, dst)));
+    const size_t nbytes = self.numel() * self.itemsize();
+    if (non_blocking && can_copy_async(self, dst)) {
+      OPENREG_CHECK(orMemcpyAsync(dst.data_ptr(), self.data_ptr(), nbytes, copy_kind(self, dst), stream.handle()));
+      // The pinned block must not be handed out again before the copy ran.
+      const at::Tensor& host = self.is_cpu() ? self : dst;
+      if (host.is_cpu()) {
+        c10::openreg::getHostAllocator()->record_event(
+            host.data_ptr(), host.storage().data_ptr().get_context(), stream.unwrap());
+      }
+      return dst;
+    }
+    c10::openreg::wait_for_stream(stream);
+    OPENREG_CHECK(orMemcpy(dst.data_ptr(), self.data_ptr(), nbytes, copy_kind(self, dst)));
     return dst;
   }
   // Everything else (dtype conversion, broadcasting, strides, lazy conj/neg)

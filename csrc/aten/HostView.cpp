@@ -8,6 +8,7 @@
 
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
 namespace {
@@ -83,7 +84,11 @@ void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
 } // namespace
 
 HostViews::HostViews(c10::Device device, std::string_view op_name)
-    : device_(device), op_name_(op_name) {}
+    : device_(device), op_name_(op_name) {
+  // Host-executed work joins the current stream's order: what is queued on it
+  // (asynchronous copies, waits on other streams' events) happens first.
+  c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(device.index()));
+}
 
 c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();

@@ -30,6 +30,7 @@ namespace at::openreg {
 class HostViews {
  public:
   // `device` receives fresh results; `op_name` names the operator in errors.
+  // Waits for the work queued on `device`'s current stream.
   HostViews(c10::Device device, std::string_view op_name);
 
   at::Tensor alias(const at::Tensor& device_tensor);

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <openreg.h>
+
+// openreg streams on the PyTorch side, shaped like c10/cuda/CUDAStream.h.
+//
+// Each device has a default stream (id 0) and a pool of streams per priority
+// level, created once and handed out round-robin, as CUDA does; external
+// runtime streams can be wrapped too. The current stream is per thread and per
+// device. Work queued on a stream (asynchronous copies, event records, waits)
+// runs on that stream's runtime worker; operators themselves run on the
+// calling thread, after waiting for the current stream (wait_for_stream).
+namespace c10::openreg {
+
+class OpenRegStream {
+ public:
+  explicit OpenRegStream(c10::Stream stream);
+
+  c10::Stream unwrap() const {
+    return stream_;
+  }
+  operator c10::Stream() const {
+    return stream_;
+  }
+  c10::DeviceIndex device_index() const {
+    return stream_.device_index();
+  }
+  c10::StreamId id() const {
+    return stream_.id();
+  }
+  bool operator==(const OpenRegStream& other) const {
+    return stream_ == other.stream_;
+  }
+
+  // The runtime handle (nullptr for the default stream, as in the runtime).
+  orStream_t handle() const;
+  int priority() const;
+  bool query() const;
+  void synchronize() const;
+
+ private:
+  c10::Stream stream_;
+};
+
+// Priority levels follow the runtime: 0 (lowest) down to the greatest.
+OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device = -1);
+OpenRegStream getCurrentOpenRegStream(c10::DeviceIndex device = -1);
+void setCurrentOpenRegStream(OpenRegStream stream);
+OpenRegStream getStreamFromPool(int priority, c10::DeviceIndex device = -1);
+OpenRegStream getStreamFromPool(bool isHighPriority, c10::DeviceIndex device = -1);
+OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device);
+
+// Blocks the calling thread until the work queued on `stream` has run: host-
+// executed kernels call it for the current stream before touching memory.
+void wait_for_stream(const OpenRegStream& stream);
+
+} // namespace c10::openreg

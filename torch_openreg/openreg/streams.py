@@ -1,0 +1,109 @@
+"""openreg streams and events, shaped like ``torch.cuda.Stream`` / ``torch.cuda.Event``.
+
+Both are ``torch.Stream`` / ``torch.Event`` (the device-generic classes whose
+behaviour the C++ device guard provides), specialized to openreg.
+"""
+import torch
+
+from ._utils import _get_device_index
+
+__all__ = ["Event", "Stream", "StreamContext", "current_stream", "default_stream", "set_stream", "stream"]
+
+
+class Stream(torch.Stream):
+    """An in-order queue of work on an openreg device.
+
+    ``Stream(device=None, priority=0)`` takes a stream from the device's pool;
+    priorities are 0 (default) down to -2 (highest). Work queued on a stream
+    (asynchronous copies, event records, waits) runs in order on that stream,
+    asynchronously to the caller.
+    """
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if kwargs.get("stream_id") is not None:  # wrapping an existing stream
+            return super().__new__(cls, **kwargs)
+        index = _get_device_index(device, optional=True)
+        return super().__new__(cls, device=torch.device("openreg", index), priority=priority)
+
+    def wait_event(self, event) -> None:
+        """Makes future work on this stream wait for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream) -> None:
+        """Makes future work on this stream wait for the work queued on ``stream`` so far."""
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        """Records ``event`` (a new one if None) on this stream and returns it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def __repr__(self):
+        return f"<torch.openreg.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """A marker in a stream, for synchronization and timing (``enable_timing=True``)."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(
+            cls, device="openreg", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
+
+    def record(self, stream=None) -> None:
+        """Records the event on ``stream`` (default: the current stream)."""
+        super().record(stream if stream is not None else current_stream())
+
+    def wait(self, stream=None) -> None:
+        """Makes future work on ``stream`` (default: the current stream) wait for this event."""
+        super().wait(stream if stream is not None else current_stream())
+
+
+_PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)
+
+
+def _wrap(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device=None) -> Stream:
+    """The current stream of ``device`` (default: the current device) for this thread."""
+    return _wrap(torch.accelerator.current_stream(_get_device_index(device, optional=True)))
+
+
+def default_stream(device=None) -> Stream:
+    """The default stream of ``device``."""
+    index = _get_device_index(device, optional=True)
+    return Stream(stream_id=0, device_index=index, device_type=_PRIVATEUSE1)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes ``stream`` current on its device for this thread."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes ``stream`` current, then restores the previous stream.
+    ``None`` makes it a no-op, as ``torch.cuda.stream(None)``."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc_info):
+        if self.stream is not None:
+            torch.accelerator.set_stream(self.previous)
+        return False
+
+
+def stream(stream) -> StreamContext:
+    return StreamContext(stream)
