@@ -10,6 +10,7 @@
 
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
+#include "runtime/OpenRegTensorMeta.h"
 
 namespace {
 
@@ -51,6 +52,8 @@ BINDING(py_synchronize, (int index), synchronize_device(to_index(index));)
 BINDING(py_default_generator, (int index),
         return py::reinterpret_steal<py::object>(
             THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
+BINDING(py_set_tensor_tag, (const at::Tensor& tensor, int64_t tag), set_tensor_tag(tensor, tag);)
+BINDING(py_get_tensor_tag, (const at::Tensor& tensor), return get_tensor_tag(tensor);)
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 
 } // namespace
@@ -67,4 +70,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", &py_synchronize);
   m.def("_is_device_initialized", &py_is_device_initialized);
   m.def("_default_generator", &py_default_generator);
+  m.def("_set_tensor_tag", &py_set_tensor_tag);
+  m.def("_get_tensor_tag", &py_get_tensor_tag);
 }

@@ -18,6 +18,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -31,6 +32,13 @@ from .random import (
 )
 
 __all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
     "empty_cache",
     "max_memory_allocated",
     "max_memory_reserved",
@@ -145,6 +153,17 @@ def synchronize(device=None) -> None:
     """Waits for all work queued on ``device`` (default: the current device)."""
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
+
+
+def _set_tensor_tag(tensor: torch.Tensor, tag: int) -> None:
+    """Attaches backend-private metadata (an integer tag) to an openreg tensor;
+    it survives torch.save / torch.load onto openreg."""
+    _C._set_tensor_tag(tensor, int(tag))
+
+
+def _get_tensor_tag(tensor: torch.Tensor) -> int:
+    """The tag set by ``_set_tensor_tag`` (0 if none)."""
+    return _C._get_tensor_tag(tensor)
 
 
 class device:
