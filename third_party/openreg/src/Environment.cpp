@@ -1,7 +1,9 @@
 #include "Environment.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -89,13 +91,35 @@ Loaded load() {
 
 }  // namespace
 
+namespace {
+
+// Set in a child forked after the runtime started. The child shares the
+// parent's device memory (MAP_SHARED arenas) and has none of its stream
+// worker threads, so, as with CUDA, it must not use the runtime at all.
+std::atomic<bool> forkedAfterStart{false};
+
+void markForkedChild() {
+  forkedAfterStart.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 const Config* runtimeConfig() {
   // A function-local static gives call_once semantics with a cheap fast path.
   // Leaked on purpose: API calls made during static destruction (e.g. from an
   // extension module's teardown) must still find it.
-  static const Loaded* const loaded = new Loaded(load());
+  static const Loaded* const loaded = [] {
+    pthread_atfork(nullptr, nullptr, &markForkedChild);
+    return new Loaded(load());
+  }();
   if (!loaded->error.empty()) {
     fail(orErrorInitializationError, "%s", loaded->error.c_str());
+    return nullptr;
+  }
+  if (forkedAfterStart.load(std::memory_order_relaxed)) {
+    fail(orErrorInitializationError,
+         "openreg was started before this process was forked; a forked child cannot use it "
+         "(its device memory and stream threads belong to the parent). Use the 'spawn' start method.");
     return nullptr;
   }
   return &loaded->config;

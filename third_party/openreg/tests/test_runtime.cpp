@@ -1591,6 +1591,22 @@ void testStreamStress() {
 
 }  // namespace
 
+// Runs after the in-process tests, so the runtime has started in this process.
+void testForkedChild() {
+  CHECK_CHILD_EXITED_CLEANLY(runInChild({}, [] {
+    void* ptr = nullptr;
+    CHECK(orMalloc(&ptr, kPage) == orErrorInitializationError);
+    CHECK(std::string(orGetLastErrorMessage()).find("forked") != std::string::npos);
+    int count = 0;
+    CHECK(orGetDeviceCount(&count) == orErrorInitializationError);
+    CHECK(orStreamSynchronize(nullptr) == orErrorInitializationError);
+  }));
+  // The parent is unaffected.
+  void* ptr = nullptr;
+  CHECK_OK(orMalloc(&ptr, kPage));
+  CHECK_OK(orFree(ptr));
+}
+
 int main() {
   counters = static_cast<Counters*>(mmap(nullptr, sizeof(Counters), PROT_READ | PROT_WRITE,
                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -1630,6 +1646,7 @@ int main() {
       {"events", testEvents},
       {"default stream", testDefaultStream},
       {"stream stress", testStreamStress},
+      {"forked child", testForkedChild},
   };
   for (const auto& [name, test] : tests) {
     const int failedBefore = counters->failed.load();
