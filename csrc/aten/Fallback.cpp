@@ -292,6 +292,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // PrivateUse1 kernel rather than as the backend fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  // PyTorch's default PrivateUse1 kernel for mse_loss (the structured
+  // "NonFunctional" composite) calls mse_loss.out with a 0-dim output, which
+  // the CPU kernel resizes with a deprecation warning on every call; running
+  // the CPU functional kernel directly avoids that.
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   for (const auto& [name, reason] : blocklist()) {
     m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
   }
