@@ -2,10 +2,24 @@
 // kernel directly on device memory (see HostView.h), after the same device
 // checks CUDA makes, so a tensor left on the CPU is still an error.
 //
-// OPENREG_FALLBACK_MODE=copy switches to PyTorch's own at::native::cpu_fallback,
-// which copies every argument to the CPU and back; it exists to measure what
-// the zero-copy design saves (benchmarks/fallback.py).
+// Controls, read once from the environment:
+//   OPENREG_FALLBACK_MODE=copy  PyTorch's own at::native::cpu_fallback, which
+//                               copies every argument to the CPU and back
+//                               (to measure what zero-copy saves);
+//   OPENREG_FALLBACK=0          strict: an operator without an openreg kernel
+//                               raises NotImplementedError naming it;
+//   OPENREG_FALLBACK_WARN=1     warn once per operator that falls back;
+//   OPENREG_FALLBACK_OPS=a,b    send these operators to the fallback even
+//                               where an openreg kernel exists (debugging).
+// Every call is counted per operator (torch.openreg.fallback_stats()).
+#include "aten/Fallback.h"
+
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,21 +38,72 @@ namespace {
 
 enum class FallbackMode { ZeroCopy, Copy };
 
-FallbackMode fallback_mode() {
-  static const FallbackMode mode = [] {
-    const char* env = std::getenv("OPENREG_FALLBACK_MODE");
-    const std::string value = env ? env : "";
-    if (value.empty() || value == "zero_copy") {
-      return FallbackMode::ZeroCopy;
-    }
+struct FallbackSettings {
+  FallbackMode mode = FallbackMode::ZeroCopy;
+  bool enabled = true;
+  bool warn = false;
+  std::vector<std::string> forced_ops;
+};
+
+bool parse_flag(const char* name, bool default_value) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') {
+    return default_value;
+  }
+  const std::string value = env;
+  TORCH_CHECK_VALUE(value == "0" || value == "1", name, "='", value, "' is invalid: expected 0 or 1");
+  return value == "1";
+}
+
+const FallbackSettings& settings() {
+  static const FallbackSettings parsed = [] {
+    FallbackSettings s;
+    const char* mode = std::getenv("OPENREG_FALLBACK_MODE");
+    const std::string mode_value = mode ? mode : "";
     TORCH_CHECK_VALUE(
-        value == "copy",
+        mode_value.empty() || mode_value == "zero_copy" || mode_value == "copy",
         "OPENREG_FALLBACK_MODE='",
-        value,
+        mode_value,
         "' is invalid: expected 'zero_copy' (default) or 'copy'");
-    return FallbackMode::Copy;
+    s.mode = mode_value == "copy" ? FallbackMode::Copy : FallbackMode::ZeroCopy;
+    s.enabled = parse_flag("OPENREG_FALLBACK", true);
+    s.warn = parse_flag("OPENREG_FALLBACK_WARN", false);
+    if (const char* ops = std::getenv("OPENREG_FALLBACK_OPS")) {
+      std::stringstream list(ops);
+      std::string op;
+      while (std::getline(list, op, ',')) {
+        op.erase(0, op.find_first_not_of(" \t"));
+        op.erase(op.find_last_not_of(" \t") + 1);
+        if (op.rfind("aten::", 0) == 0) {
+          op = op.substr(6);
+        }
+        if (!op.empty()) {
+          s.forced_ops.push_back(op);
+        }
+      }
+    }
+    return s;
   }();
-  return mode;
+  return parsed;
+}
+
+// One per operator that ever fell back; never freed, so policies may point at
+// them from any thread.
+struct FallbackCounter {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<bool> warned{false};
+};
+
+std::mutex g_counters_mutex;
+std::unordered_map<std::string, std::unique_ptr<FallbackCounter>> g_counters;
+
+FallbackCounter* counter_for(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_counters_mutex);
+  auto& counter = g_counters[name];
+  if (!counter) {
+    counter = std::make_unique<FallbackCounter>();
+  }
+  return counter.get();
 }
 
 // Operators that must not run on the host even though a CPU (or composite)
@@ -69,6 +134,7 @@ void blocked_operator(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*
 // schema (the per-call path then never walks the schema).
 struct OpPolicy {
   std::string name;
+  FallbackCounter* counter = nullptr;
   bool has_cpu_kernel = false;
   // Index of an argument that may hold CPU tensors, as CUDA allows for the
   // indices of advanced indexing; -1 if none.
@@ -90,6 +156,7 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
   if (!schema.overload_name().empty()) {
     policy.name += "." + schema.overload_name();
   }
+  policy.counter = counter_for(policy.name);
   policy.has_cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -225,6 +292,11 @@ c10::IValue map_results(const c10::IValue& value, Fn&& fn) {
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPolicy& policy = policy_for(op);
   TORCH_CHECK_NOT_IMPLEMENTED(
+      settings().enabled,
+      "The operator '",
+      policy.name,
+      "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
+  TORCH_CHECK_NOT_IMPLEMENTED(
       policy.has_cpu_kernel,
       "The operator '",
       policy.name,
@@ -257,7 +329,12 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         device);
   }
 
-  if (fallback_mode() == FallbackMode::Copy) {
+  policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
+  if (settings().warn && !policy.counter->warned.exchange(true)) {
+    TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
+  }
+
+  if (settings().mode == FallbackMode::Copy) {
     at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
     return;
   }
@@ -280,6 +357,45 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t num_returns = op.schema().returns().size();
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
     (*stack)[i] = map_results((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });
+  }
+}
+
+std::vector<std::pair<std::string, uint64_t>> fallback_stats() {
+  std::vector<std::pair<std::string, uint64_t>> stats;
+  std::lock_guard<std::mutex> lock(g_counters_mutex);
+  for (const auto& [name, counter] : g_counters) {
+    if (const uint64_t calls = counter->calls.load(std::memory_order_relaxed)) {
+      stats.emplace_back(name, calls);
+    }
+  }
+  std::sort(stats.begin(), stats.end());
+  return stats;
+}
+
+void reset_fallback_stats() {
+  std::lock_guard<std::mutex> lock(g_counters_mutex);
+  for (auto& [name, counter] : g_counters) {
+    counter->calls.store(0, std::memory_order_relaxed);
+  }
+}
+
+void register_forced_fallbacks() {
+  const auto& ops = settings().forced_ops;
+  if (ops.empty()) {
+    return;
+  }
+  static torch::Library library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const std::string& op : ops) {
+    const auto dot = op.find('.');
+    const c10::OperatorName name(
+        "aten::" + op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
+    TORCH_CHECK_VALUE(
+        c10::Dispatcher::singleton().findSchema(name).has_value(),
+        "OPENREG_FALLBACK_OPS names '",
+        op,
+        "', which is not an aten operator (write e.g. 'add.Tensor' or 'aten::mm')");
+    library.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
 }
 

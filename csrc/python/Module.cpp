@@ -8,6 +8,7 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/Fallback.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegTensorMeta.h"
@@ -54,12 +55,22 @@ BINDING(py_default_generator, (int index),
             THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
 BINDING(py_set_tensor_tag, (const at::Tensor& tensor, int64_t tag), set_tensor_tag(tensor, tag);)
 BINDING(py_get_tensor_tag, (const at::Tensor& tensor), return get_tensor_tag(tensor);)
+BINDING(py_fallback_stats, (), {
+  py::dict stats;
+  for (const auto& [name, calls] : at::openreg::fallback_stats()) {
+    stats[py::str(name)] = calls;
+  }
+  return stats;
+})
+BINDING(py_reset_fallback_stats, (), at::openreg::reset_fallback_stats();)
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings";
+  // Runs after every static registration of this library, so these win.
+  at::openreg::register_forced_fallbacks();
   m.def("_init", &py_init);
   m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); });
   m.def("_device_count", &py_device_count);
@@ -71,5 +82,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_device_initialized", &py_is_device_initialized);
   m.def("_default_generator", &py_default_generator);
   m.def("_set_tensor_tag", &py_set_tensor_tag);
+  m.def("_fallback_stats", &py_fallback_stats);
+  m.def("_reset_fallback_stats", &py_reset_fallback_stats);
   m.def("_get_tensor_tag", &py_get_tensor_tag);
 }

@@ -40,6 +40,7 @@ __all__ = [
     "set_stream",
     "stream",
     "empty_cache",
+    "fallback_stats",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -47,6 +48,7 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "reset_accumulated_memory_stats",
+    "reset_fallback_stats",
     "reset_peak_memory_stats",
     "current_device",
     "device",
@@ -153,6 +155,16 @@ def synchronize(device=None) -> None:
     """Waits for all work queued on ``device`` (default: the current device)."""
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
+
+
+def fallback_stats() -> dict[str, int]:
+    """How many calls of each operator ran on the CPU fallback since the last
+    reset (operators without an openreg kernel; see OPENREG_FALLBACK*)."""
+    return _C._fallback_stats()
+
+
+def reset_fallback_stats() -> None:
+    _C._reset_fallback_stats()
 
 
 def _set_tensor_tag(tensor: torch.Tensor, tag: int) -> None:
