@@ -172,28 +172,31 @@ def test_binary_with_python_scalar_and_cpu_scalar_tensor():
     assert_same(dev(a) + dev(torch.tensor(3.0)), a + torch.tensor(3.0))
 
 
-def test_sub_has_per_operator_kernel_and_equals_cpu():
-    assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::sub.Tensor", "PrivateUse1")
-    table = torch._C._dispatch_dump_table("aten::sub.Tensor")
+def test_remainder_has_per_operator_fallback_kernel_and_equals_cpu():
+    # The per-operator form of the fallback: an explicit PrivateUse1 kernel
+    # that is the same boxed host fallback.
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::remainder.Tensor", "PrivateUse1")
+    table = torch._C._dispatch_dump_table("aten::remainder.Tensor")
     line = next(l for l in table.splitlines() if l.startswith("PrivateUse1:"))
-    assert "[kernel]" in line
+    assert "[kernel]" in line and "Fallback.cpp" in line
     a = make_cpu((4, 5), torch.float32, seed=1)
-    b = make_cpu((5,), torch.float32, seed=2)
-    assert_same(torch.sub(dev(a), dev(b)), torch.sub(a, b))
-    assert_same(torch.sub(dev(a), dev(b), alpha=3), torch.sub(a, b, alpha=3))
+    b = make_cpu((5,), torch.float32, seed=2, low=0.5, high=3.0)
+    assert_same(torch.remainder(dev(a), dev(b)), torch.remainder(a, b))
     ai = make_cpu((4, 5), torch.int64)
-    assert_same(dev(ai) - dev(a), ai - a)
-    assert_same(dev(a) - torch.tensor(1.0), a - torch.tensor(1.0))
+    bi = make_cpu((4, 5), torch.int64, seed=3, low=1, high=9)
+    assert_same(torch.remainder(dev(ai), dev(bi)), torch.remainder(ai, bi))
+    assert_same(torch.remainder(dev(a), torch.tensor(1.5)), torch.remainder(a, torch.tensor(1.5)))
 
 
-def test_mul_uses_global_fallback():
-    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::mul.Tensor", "PrivateUse1")
-    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::mul.out", "PrivateUse1")
-    table = torch._C._dispatch_dump_table("aten::mul.out")
+def test_atan2_uses_global_fallback():
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::atan2", "PrivateUse1")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::atan2.out", "PrivateUse1")
+    table = torch._C._dispatch_dump_table("aten::atan2.out")
     line = next(l for l in table.splitlines() if l.startswith("PrivateUse1:"))
     assert "[backend fallback]" in line and "Fallback.cpp" in line
     a = make_cpu((4, 5), torch.float32, seed=1)
-    assert_same(dev(a) * dev(a), a * a)
+    b = make_cpu((4, 5), torch.float32, seed=2)
+    assert_same(torch.atan2(dev(a), dev(b)), torch.atan2(a, b))
 
 
 # --------------------------------------------------------------------------

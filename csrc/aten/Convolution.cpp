@@ -8,25 +8,11 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
 
 namespace at::openreg {
 namespace {
-
-void check_same_device(std::string_view op, std::initializer_list<const at::Tensor*> tensors) {
-  const c10::Device device = (*tensors.begin())->device();
-  for (const at::Tensor* t : tensors) {
-    TORCH_CHECK(
-        !t->defined() || t->device() == device,
-        "Expected all tensors to be on the same device, but found at least two devices, ",
-        device,
-        " and ",
-        t->device(),
-        "! (when checking the arguments of ",
-        op,
-        " on openreg)");
-  }
-}
 
 at::Tensor convolution_overrideable(
     const at::Tensor& input,
@@ -39,9 +25,9 @@ at::Tensor convolution_overrideable(
     c10::IntArrayRef output_padding,
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
-  check_same_device("aten::convolution_overrideable", {&input, &weight, &bias_tensor});
-  c10::DeviceGuard guard(input.device());
-  HostViews views(input.device(), "aten::convolution_overrideable");
+  const c10::Device device = common_device("aten::convolution_overrideable", {input, weight, bias_tensor});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::convolution_overrideable");
   const at::Tensor output = at::convolution(
       views.alias(input),
       views.alias(weight),
@@ -66,9 +52,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef output_padding,
     int64_t groups,
     std::array<bool, 3> output_mask) {
-  check_same_device("aten::convolution_backward_overrideable", {&grad_output, &input, &weight});
-  c10::DeviceGuard guard(input.device());
-  HostViews views(input.device(), "aten::convolution_backward_overrideable");
+  const c10::Device device =
+      common_device("aten::convolution_backward_overrideable", {grad_output, input, weight});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::convolution_backward_overrideable");
   // The bias gradient has one entry per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(

@@ -29,6 +29,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
@@ -38,11 +39,12 @@ namespace {
 
 enum class FallbackMode { ZeroCopy, Copy };
 
+// Read at the first fallback call, so that a bad value is reported there
+// rather than failing `import torch`.
 struct FallbackSettings {
   FallbackMode mode = FallbackMode::ZeroCopy;
   bool enabled = true;
   bool warn = false;
-  std::vector<std::string> forced_ops;
 };
 
 bool parse_flag(const char* name, bool default_value) {
@@ -68,23 +70,28 @@ const FallbackSettings& settings() {
     s.mode = mode_value == "copy" ? FallbackMode::Copy : FallbackMode::ZeroCopy;
     s.enabled = parse_flag("OPENREG_FALLBACK", true);
     s.warn = parse_flag("OPENREG_FALLBACK_WARN", false);
-    if (const char* ops = std::getenv("OPENREG_FALLBACK_OPS")) {
-      std::stringstream list(ops);
-      std::string op;
-      while (std::getline(list, op, ',')) {
-        op.erase(0, op.find_first_not_of(" \t"));
-        op.erase(op.find_last_not_of(" \t") + 1);
-        if (op.rfind("aten::", 0) == 0) {
-          op = op.substr(6);
-        }
-        if (!op.empty()) {
-          s.forced_ops.push_back(op);
-        }
-      }
-    }
     return s;
   }();
   return parsed;
+}
+
+// OPENREG_FALLBACK_OPS, as aten operator names without the namespace.
+std::vector<std::string> forced_ops() {
+  std::vector<std::string> names;
+  const char* env = std::getenv("OPENREG_FALLBACK_OPS");
+  std::stringstream list(env ? env : "");
+  std::string op;
+  while (std::getline(list, op, ',')) {
+    op.erase(0, op.find_first_not_of(" \t"));
+    op.erase(op.find_last_not_of(" \t") + 1);
+    if (op.rfind("aten::", 0) == 0) {
+      op = op.substr(6);
+    }
+    if (!op.empty()) {
+      names.push_back(op);
+    }
+  }
+  return names;
 }
 
 // One per operator that ever fell back; never freed, so policies may point at
@@ -177,56 +184,6 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
   return cache.emplace(&schema, std::move(policy)).first->second;
 }
 
-// The device the call runs on, checked the way CUDA checks it: all tensors on
-// one openreg device, except 0-dim CPU tensors (scalars) and CPU indices.
-class DeviceCheck {
- public:
-  explicit DeviceCheck(const OpPolicy& policy) : policy_(policy) {}
-
-  void check(const at::Tensor& t, bool cpu_allowed) {
-    if (!t.defined()) {
-      return;
-    }
-    const c10::Device d = t.device();
-    if (d.is_privateuseone()) {
-      see(d);
-    } else if (!(d.is_cpu() && (cpu_allowed || t.dim() == 0))) {
-      mismatch(d);
-    }
-  }
-
-  void see(c10::Device d) {
-    if (d.index() < 0) {
-      d = c10::openreg::make_device(c10::openreg::current_device());
-    }
-    if (!device_) {
-      device_ = d;
-    } else if (*device_ != d) {
-      mismatch(d);
-    }
-  }
-
-  c10::Device device() const {
-    return device_.value_or(c10::openreg::make_device(c10::openreg::current_device()));
-  }
-
- private:
-  [[noreturn]] void mismatch(c10::Device other) const {
-    TORCH_CHECK(
-        false,
-        "Expected all tensors to be on the same device, but found at least two devices, ",
-        device(),
-        " and ",
-        other,
-        "! (when checking the arguments of ",
-        policy_.name,
-        " on openreg)");
-  }
-
-  const OpPolicy& policy_;
-  std::optional<c10::Device> device_;
-};
-
 template <typename Fn>
 void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   if (value.isTensor()) {
@@ -306,7 +263,7 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t num_arguments = op.schema().arguments().size();
   const size_t arguments_begin = stack->size() - num_arguments;
 
-  DeviceCheck check(policy);
+  DeviceCheck check(policy.name);
   for (size_t i = 0; i < num_arguments; ++i) {
     const c10::IValue& value = (*stack)[arguments_begin + i];
     if (value.isDevice()) {
@@ -380,7 +337,7 @@ void reset_fallback_stats() {
 }
 
 void register_forced_fallbacks() {
-  const auto& ops = settings().forced_ops;
+  const std::vector<std::string> ops = forced_ops();
   if (ops.empty()) {
     return;
   }
@@ -407,7 +364,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // chosen operator to the host explicitly, visible in the dispatch table as a
 // PrivateUse1 kernel rather than as the backend fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sub.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  m.impl("remainder.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   // PyTorch's default PrivateUse1 kernel for mse_loss (the structured
   // "NonFunctional" composite) calls mse_loss.out with a 0-dim output, which
   // the CPU kernel resizes with a deprecation warning on every call; running

@@ -11,6 +11,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
 
 namespace at::openreg {
@@ -41,8 +42,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const at::Tensor& cx,
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
-  c10::DeviceGuard guard(input_gates.device());
-  HostViews views(input_gates.device(), "aten::_thnn_fused_lstm_cell");
+  const c10::Device device = common_device(
+      "aten::_thnn_fused_lstm_cell",
+      {input_gates, hidden_gates, cx, input_bias.value_or(at::Tensor()), hidden_bias.value_or(at::Tensor())});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::_thnn_fused_lstm_cell");
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto gates = (igates + hgates).chunk(4, 1);
   const at::Tensor in = gates[0].sigmoid();
@@ -62,8 +66,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
     const at::Tensor& cy,
     const at::Tensor& workspace,
     bool has_bias) {
-  c10::DeviceGuard guard(cx.device());
-  HostViews views(cx.device(), "aten::_thnn_fused_lstm_cell_backward_impl");
+  const c10::Device device = common_device(
+      "aten::_thnn_fused_lstm_cell_backward_impl",
+      {grad_hy.value_or(at::Tensor()), grad_cy.value_or(at::Tensor()), cx, cy, workspace});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::_thnn_fused_lstm_cell_backward_impl");
   const auto gates = views.alias(workspace).chunk(4, 1);
   const at::Tensor& in = gates[0];
   const at::Tensor& forget = gates[1];
@@ -98,8 +105,11 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
     const at::Tensor& hx,
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
-  c10::DeviceGuard guard(input_gates.device());
-  HostViews views(input_gates.device(), "aten::_thnn_fused_gru_cell");
+  const c10::Device device = common_device(
+      "aten::_thnn_fused_gru_cell",
+      {input_gates, hidden_gates, hx, input_bias.value_or(at::Tensor()), hidden_bias.value_or(at::Tensor())});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::_thnn_fused_gru_cell");
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto ig = igates.chunk(3, 1);
   const auto hg = hgates.chunk(3, 1);
@@ -116,8 +126,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     const at::Tensor& grad_hy,
     const at::Tensor& workspace,
     bool has_bias) {
-  c10::DeviceGuard guard(grad_hy.device());
-  HostViews views(grad_hy.device(), "aten::_thnn_fused_gru_cell_backward");
+  const c10::Device device = common_device("aten::_thnn_fused_gru_cell_backward", {grad_hy, workspace});
+  c10::DeviceGuard guard(device);
+  HostViews views(device, "aten::_thnn_fused_gru_cell_backward");
   const auto parts = views.alias(workspace).chunk(5, 1);
   const at::Tensor& reset = parts[0];
   const at::Tensor& update = parts[1];

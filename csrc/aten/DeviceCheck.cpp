@@ -1,0 +1,56 @@
+#include "aten/DeviceCheck.h"
+
+#include "runtime/OpenRegFunctions.h"
+
+namespace at::openreg {
+
+void DeviceCheck::check(const at::Tensor& tensor, bool cpu_allowed) {
+  if (!tensor.defined()) {
+    return;
+  }
+  const c10::Device d = tensor.device();
+  if (d.is_privateuseone()) {
+    see(d);
+  } else if (!(d.is_cpu() && (cpu_allowed || tensor.dim() == 0))) {
+    mismatch(d);
+  }
+}
+
+void DeviceCheck::see(c10::Device d) {
+  if (d.index() < 0) {
+    d = c10::openreg::make_device(c10::openreg::current_device());
+  }
+  if (!device_) {
+    device_ = d;
+  } else if (*device_ != d) {
+    mismatch(d);
+  }
+}
+
+c10::Device DeviceCheck::device() const {
+  return device_.value_or(c10::openreg::make_device(c10::openreg::current_device()));
+}
+
+void DeviceCheck::mismatch(c10::Device other) const {
+  TORCH_CHECK(
+      false,
+      "Expected all tensors to be on the same device, but found at least two devices, ",
+      device(),
+      " and ",
+      other,
+      "! (when checking the arguments of ",
+      op_name_,
+      " on openreg)");
+}
+
+c10::Device common_device(
+    std::string_view op_name,
+    std::initializer_list<at::Tensor> tensors) {
+  DeviceCheck check(op_name);
+  for (const at::Tensor& t : tensors) {
+    check.check(t);
+  }
+  return check.device();
+}
+
+} // namespace at::openreg

@@ -1,0 +1,148 @@
+"""Operators served by DispatchStub kernels (csrc/aten/StubKernels.cpp): their
+`.out` overloads are openreg kernels that reach REGISTER_PRIVATEUSE1_DISPATCH
+stub kernels, so they never use the CPU fallback, and they equal the CPU bit
+for bit (same CPU loops on the same memory)."""
+import pytest
+import torch
+
+from conftest import ALL_DTYPES, assert_same, dtype_id, make_cpu
+
+DEV = "openreg"
+
+UNARY = {
+    "abs": torch.abs,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+}
+BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "eq": torch.eq,
+}
+STUB_OUT_OPS = [f"aten::{name}.out" for name in list(UNARY) + list(BINARY) if name != "eq"] + [
+    "aten::eq.Tensor_out",
+    "aten::sum.IntList_out",
+]
+
+
+def cpu_result(fn, *args, **kwargs):
+    """The CPU result, or the exception type the CPU raises."""
+    try:
+        return fn(*args, **kwargs)
+    except (RuntimeError, TypeError) as error:
+        return type(error)
+
+
+def check_against_cpu(fn, cpu_args, view=None, **kwargs):
+    """``view`` (e.g. a transpose) is applied on each side after the move, so
+    both sides compute on the same memory layout."""
+    device_args = [a.to(DEV) if isinstance(a, torch.Tensor) and a.dim() > 0 else a for a in cpu_args]
+    if view is not None:
+        cpu_args = [view(a) for a in cpu_args]
+        device_args = [view(a) for a in device_args]
+    expected = cpu_result(fn, *cpu_args, **kwargs)
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            fn(*device_args, **kwargs)
+        return
+    actual = fn(*device_args, **kwargs)
+    assert actual.device.type == DEV
+    assert (actual.dtype, actual.shape, actual.stride()) == (expected.dtype, expected.shape, expected.stride())
+    # Bit-exact, NaN equal to NaN (log/sqrt of negative inputs).
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", sorted(STUB_OUT_OPS))
+def test_out_overload_is_an_openreg_stub_kernel(op):
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")
+    line = next(l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("PrivateUse1:"))
+    assert "StubKernels.cpp" in line or "abs" in op, line
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_equals_cpu(name, dtype):
+    fn = UNARY[name]
+    x = make_cpu((6, 7), dtype, seed=3)
+    check_against_cpu(fn, [x])
+    check_against_cpu(fn, [x], view=lambda t: t.t())  # non-contiguous
+    check_against_cpu(fn, [x], view=lambda t: t[:, ::2])
+    check_against_cpu(fn, [make_cpu((0, 3), dtype)])  # zero-size
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_equals_cpu(name, dtype):
+    fn = BINARY[name]
+    a = make_cpu((4, 5), dtype, seed=1)
+    b = make_cpu((5,), dtype, seed=2, low=1 if not dtype.is_floating_point else None)
+    check_against_cpu(fn, [a, b])  # broadcasting
+    check_against_cpu(fn, [a, make_cpu((5, 4), dtype, seed=4)], view=lambda t: t.t())  # non-contiguous
+    check_against_cpu(fn, [a, make_cpu((4, 5), torch.float64, seed=5)])  # type promotion
+    check_against_cpu(fn, [a, torch.tensor(3)])  # 0-dim CPU scalar operand
+    if name in ("add", "sub") and dtype != torch.bool:
+        check_against_cpu(fn, [a, b], alpha=2)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+def test_sum_equals_cpu(dtype):
+    x = make_cpu((8, 9, 3), dtype, seed=7)
+    check_against_cpu(torch.sum, [x])
+    check_against_cpu(lambda t: t.sum(1), [x])
+    check_against_cpu(lambda t: t.sum((0, 2), keepdim=True), [x])
+    check_against_cpu(lambda t: t.sum(1), [x], view=lambda t: t.permute(2, 0, 1))
+    check_against_cpu(lambda t: t.sum(0), [make_cpu((0, 4), dtype)])
+    if dtype.is_floating_point:
+        check_against_cpu(lambda t: t.sum(1, dtype=torch.float64), [x])
+
+
+def test_large_sum_is_bit_exact():
+    x = make_cpu((1 << 20,), torch.float32, seed=11)
+    assert torch.equal(x.to(DEV).sum().cpu(), x.sum())
+
+
+def test_out_and_inplace_variants():
+    a = make_cpu((3, 4), torch.float32, seed=1)
+    b = make_cpu((3, 4), torch.float32, seed=2)
+    out = torch.empty(0, device=DEV)
+    torch.mul(a.to(DEV), b.to(DEV), out=out)  # resized
+    assert_same(out, a * b)
+    wrong_dtype = torch.empty(3, 4, dtype=torch.int64, device=DEV)
+    with pytest.raises(RuntimeError):
+        torch.mul(a.to(DEV), b.to(DEV), out=wrong_dtype)
+    x = a.to(DEV)
+    assert x.sin_() is x
+    assert_same(x, a.sin())
+    y = a.to(DEV)
+    y.add_(b.to(DEV), alpha=-1.5)
+    assert_same(y, a.add(b, alpha=-1.5))
+
+
+def test_mixed_devices_raise_like_cuda():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device=DEV) + torch.ones(3)
+
+
+def test_stub_operators_never_use_the_fallback():
+    a = make_cpu((4, 5), torch.float32, seed=1).to(DEV)
+    b = make_cpu((4, 5), torch.float32, seed=2).abs().add(0.5).to(DEV)
+    torch.openreg.reset_fallback_stats()
+    for fn in UNARY.values():
+        fn(b)
+    for fn in BINARY.values():
+        fn(a, b)
+    a.sum(), a.sum(0)
+    a.clone().add_(b), a.clone().mul_(b)
+    stats = torch.openreg.fallback_stats()
+    served = {"abs", "neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid",
+              "add", "sub", "mul", "div", "eq", "sum"}
+    used = {name.split("::")[1].split(".")[0].rstrip("_") for name in stats}
+    assert not used & served, stats
