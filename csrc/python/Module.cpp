@@ -3,6 +3,7 @@
 // library is loaded; nothing here initializes a device.
 #include <limits>
 
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
@@ -11,6 +12,7 @@
 #include "aten/Fallback.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
+#include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegTensorMeta.h"
 
 namespace {
@@ -55,6 +57,17 @@ BINDING(py_default_generator, (int index),
             THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
 BINDING(py_set_tensor_tag, (const at::Tensor& tensor, int64_t tag), set_tensor_tag(tensor, tag);)
 BINDING(py_get_tensor_tag, (const at::Tensor& tensor), return get_tensor_tag(tensor);)
+BINDING(py_stream_priority, (int device_index, int64_t stream_id), {
+  const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
+  return OpenRegStream(stream).priority();
+})
+// torch.Event.elapsed_time accepts only exact torch.Event arguments; this
+// times any two events, subclasses included (torch.openreg.Event).
+BINDING(py_event_elapsed_time, (py::handle start, py::handle end), {
+  TORCH_CHECK(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time expects two events");
+  return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(
+      reinterpret_cast<THPEvent*>(end.ptr())->event);
+})
 BINDING(py_fallback_stats, (), {
   py::dict stats;
   for (const auto& [name, calls] : at::openreg::fallback_stats()) {
@@ -83,6 +96,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", &py_default_generator);
   m.def("_set_tensor_tag", &py_set_tensor_tag);
   m.def("_fallback_stats", &py_fallback_stats);
+  m.def("_stream_priority", &py_stream_priority);
+  m.def("_event_elapsed_time", &py_event_elapsed_time);
   m.def("_reset_fallback_stats", &py_reset_fallback_stats);
   m.def("_get_tensor_tag", &py_get_tensor_tag);
 }

@@ -5,6 +5,7 @@ behaviour the C++ device guard provides), specialized to openreg.
 """
 import torch
 
+from .. import _C
 from ._utils import _get_device_index
 
 __all__ = ["Event", "Stream", "StreamContext", "current_stream", "default_stream", "set_stream", "stream"]
@@ -40,6 +41,11 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    @property
+    def priority(self) -> int:
+        """0 (default) down to -2 (highest)."""
+        return _C._stream_priority(self.device_index, self.stream_id)
+
     def __repr__(self):
         return f"<torch.openreg.Stream device={self.device} stream_id={self.stream_id}>"
 
@@ -59,6 +65,11 @@ class Event(torch.Event):
     def wait(self, stream=None) -> None:
         """Makes future work on ``stream`` (default: the current stream) wait for this event."""
         super().wait(stream if stream is not None else current_stream())
+
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds from this event to ``end_event`` (both recorded, timing enabled)."""
+        # torch.Event.elapsed_time rejects subclasses of torch.Event as argument.
+        return _C._event_elapsed_time(self, end_event)
 
 
 _PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)
@@ -86,22 +97,26 @@ def set_stream(stream: torch.Stream) -> None:
 
 
 class StreamContext:
-    """Context manager that makes ``stream`` current, then restores the previous stream.
+    """Context manager that makes ``stream`` (and its device) current, then
+    restores the previous device and the previous stream of both devices.
     ``None`` makes it a no-op, as ``torch.cuda.stream(None)``."""
 
     def __init__(self, stream):
         self.stream = stream
-        self.previous = None
+        self.previous_device_stream = None
+        self.previous_target_stream = None
 
     def __enter__(self):
         if self.stream is not None:
-            self.previous = torch.accelerator.current_stream(self.stream.device_index)
-            torch.accelerator.set_stream(self.stream)
+            self.previous_device_stream = torch.accelerator.current_stream()
+            self.previous_target_stream = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)  # also makes its device current
         return self.stream
 
     def __exit__(self, *exc_info):
         if self.stream is not None:
-            torch.accelerator.set_stream(self.previous)
+            torch.accelerator.set_stream(self.previous_target_stream)
+            torch.accelerator.set_stream(self.previous_device_stream)  # back on the original device
         return False
 
 
