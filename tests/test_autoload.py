@@ -129,3 +129,15 @@ def test_import_twice_is_harmless():
     assert r["initialized"] == "True", out
     assert r["count"] == "2", out
     assert r["is_openreg"] == "True", out
+
+
+def test_importing_the_package_before_torch():
+    # torch's autoload runs while torch_openreg is still initializing.
+    out = check_ok(run_python(
+        """
+        import torch_openreg
+        import torch
+        print((torch.ones(2, device="openreg") + 1).cpu().tolist())
+        """
+    ))
+    assert out.strip() == "[2.0, 2.0]"

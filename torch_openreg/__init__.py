@@ -5,7 +5,18 @@ entry point) makes ``openreg`` a device like ``cuda``: ``x.to("openreg")``,
 ``torch.openreg.*`` and ``torch.accelerator.*``. Importing initializes no
 device; the runtime starts at first use.
 """
-import torch
+
+
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group; importing the package does the work.
+
+    Defined before ``import torch``: when this package is imported first, that
+    import runs torch's autoload, which looks this function up while the
+    package is still initializing; the registration below then follows.
+    """
+
+
+import torch  # noqa: E402
 
 _BACKEND = "openreg"
 
@@ -33,7 +44,5 @@ if _claim_privateuse1():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from .ops import extra_ops_path  # noqa: F401  (also registers the custom operators)
 
-
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group; importing the package did the work."""

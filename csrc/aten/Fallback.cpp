@@ -31,6 +31,7 @@
 
 #include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
+#include "aten/IValueTensors.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
 
@@ -182,23 +183,6 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     }
   }
   return cache.emplace(&schema, std::move(policy)).first->second;
-}
-
-template <typename Fn>
-void for_each_tensor(const c10::IValue& value, Fn&& fn) {
-  if (value.isTensor()) {
-    fn(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorList()) {
-      fn(t);
-    }
-  } else if (value.isOptionalTensorList()) {
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      if (t.has_value()) {
-        fn(*t);
-      }
-    }
-  }
 }
 
 // Replaces each openreg tensor in `value` (also inside lists) by `fn(tensor)`.

@@ -25,6 +25,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
+#include "aten/IValueTensors.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegStream.h"
 
@@ -59,23 +60,6 @@ struct CallContext final : public at::ObserverContext {
   std::vector<c10::IValue> inputs;
 };
 
-template <typename Fn>
-void for_each_tensor(const c10::IValue& value, Fn&& fn) {
-  if (value.isTensor()) {
-    fn(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& t : value.toTensorList()) {
-      fn(t);
-    }
-  } else if (value.isOptionalTensorList()) {
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      if (t.has_value()) {
-        fn(*t);
-      }
-    }
-  }
-}
-
 // The openreg device the call touched, if any.
 std::optional<c10::DeviceIndex> openreg_device_of(
     const std::vector<c10::IValue>& inputs,
@@ -88,7 +72,7 @@ std::optional<c10::DeviceIndex> openreg_device_of(
   };
   for (const auto* values : {&inputs, &outputs}) {
     for (const c10::IValue& value : *values) {
-      for_each_tensor(value, see);
+      at::openreg::for_each_tensor(value, see);
     }
   }
   return device;
