@@ -1,0 +1,115 @@
+// CPU and openreg kernels of the `openreg` custom operators (CustomOps.cpp).
+//
+// An openreg kernel runs the CPU kernel on host views of its arguments
+// (HostViews): device memory is never read through a device address. The
+// out= kernels call write_back(), which carries a resize of `out` back to the
+// openreg tensor.
+#include <string_view>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/tanh.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/HostView.h"
+
+namespace at::openreg {
+namespace {
+
+void check_out(std::string_view op, const at::Tensor& self, const at::Tensor& out, c10::ScalarType dtype) {
+  TORCH_CHECK(
+      out.device() == self.device(),
+      "Expected all tensors to be on the same device, but found at least two devices, ",
+      self.device(), " and ", out.device(), "! (when checking the arguments of ", op, ")");
+  TORCH_CHECK(
+      out.scalar_type() == dtype,
+      op, ": expected out to have dtype ", dtype, " for self of dtype ", self.scalar_type(),
+      ", but got ", out.scalar_type());
+}
+
+void check_floating(std::string_view op, const at::Tensor& self) {
+  TORCH_CHECK(
+      at::isFloatingType(self.scalar_type()),
+      op, ": expected a floating-point tensor, but got ", self.scalar_type(), " on ", self.device());
+}
+
+// CPU kernels.
+
+at::Tensor custom_abs_cpu(const at::Tensor& self) {
+  return at::abs(self);
+}
+
+at::Tensor& custom_abs_out_cpu(const at::Tensor& self, at::Tensor& out) {
+  check_out("openreg::custom_abs.out", self, out, c10::toRealValueType(self.scalar_type()));
+  return at::abs_out(out, self);
+}
+
+at::Tensor scaled_tanh_cpu(const at::Tensor& self, double scale) {
+  check_floating("openreg::scaled_tanh", self);
+  return at::tanh(self * scale);
+}
+
+at::Tensor& scaled_tanh_out_cpu(const at::Tensor& self, double scale, at::Tensor& out) {
+  check_floating("openreg::scaled_tanh.out", self);
+  check_out("openreg::scaled_tanh.out", self, out, self.scalar_type());
+  return at::tanh_out(out, self * scale);
+}
+
+// openreg kernels: the CPU kernels above, on host views. The arguments are
+// checked on the device tensors first: an out= call reaches these kernels when
+// any of its tensors is on openreg (only openreg tensors can be aliased), and
+// errors should name the device rather than a host view.
+
+at::Tensor custom_abs_openreg(const at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  HostViews views(self.device(), "openreg::custom_abs");
+  return views.to_device(custom_abs_cpu(views.alias(self)));
+}
+
+at::Tensor& custom_abs_out_openreg(const at::Tensor& self, at::Tensor& out) {
+  check_out("openreg::custom_abs.out", self, out, c10::toRealValueType(self.scalar_type()));
+  c10::DeviceGuard guard(self.device());
+  HostViews views(self.device(), "openreg::custom_abs.out");
+  at::Tensor host_out = views.alias(out);
+  custom_abs_out_cpu(views.alias(self), host_out);
+  views.write_back();
+  return out;
+}
+
+at::Tensor scaled_tanh_openreg(const at::Tensor& self, double scale) {
+  check_floating("openreg::scaled_tanh", self);
+  c10::DeviceGuard guard(self.device());
+  HostViews views(self.device(), "openreg::scaled_tanh");
+  return views.to_device(scaled_tanh_cpu(views.alias(self), scale));
+}
+
+at::Tensor& scaled_tanh_out_openreg(const at::Tensor& self, double scale, at::Tensor& out) {
+  check_floating("openreg::scaled_tanh.out", self);
+  check_out("openreg::scaled_tanh.out", self, out, self.scalar_type());
+  c10::DeviceGuard guard(self.device());
+  HostViews views(self.device(), "openreg::scaled_tanh.out");
+  at::Tensor host_out = views.alias(out);
+  scaled_tanh_out_cpu(views.alias(self), scale, host_out);
+  views.write_back();
+  return out;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(openreg, CPU, m) {
+  m.impl("custom_abs", TORCH_FN(custom_abs_cpu));
+  m.impl("custom_abs.out", TORCH_FN(custom_abs_out_cpu));
+  m.impl("scaled_tanh", TORCH_FN(scaled_tanh_cpu));
+  m.impl("scaled_tanh.out", TORCH_FN(scaled_tanh_out_cpu));
+}
+
+TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
+  m.impl("custom_abs", TORCH_FN(custom_abs_openreg));
+  m.impl("custom_abs.out", TORCH_FN(custom_abs_out_openreg));
+  m.impl("scaled_tanh", TORCH_FN(scaled_tanh_openreg));
+  m.impl("scaled_tanh.out", TORCH_FN(scaled_tanh_out_openreg));
+}
+
+} // namespace at::openreg

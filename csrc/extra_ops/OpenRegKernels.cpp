@@ -1,0 +1,36 @@
+// openreg kernels of openreg_extra.
+//
+// This library does not link against torch_openreg._C (it must load into any
+// process that has the backend, whichever way the backend was loaded), so it
+// cannot open host views of device memory itself. Its kernels compose ATen
+// operators on the openreg tensors instead, and the backend runs those on the
+// device. The results are made contiguous, as the CPU and Meta kernels' are.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/rsqrt.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "extra_ops/ExtraOps.h"
+
+namespace openreg_extra {
+namespace {
+
+at::Tensor rms_norm_openreg(const at::Tensor& x, double eps) {
+  check_rms_norm(x, eps);
+  c10::DeviceGuard guard(x.device());
+  return (x * at::rsqrt(x.square().mean(-1, /*keepdim=*/true) + eps)).contiguous();
+}
+
+at::Tensor pairwise_distance_sq_openreg(const at::Tensor& a, const at::Tensor& b) {
+  pairwise_distance_sq_sizes(a, b);
+  c10::DeviceGuard guard(a.device());
+  return (a.unsqueeze(1) - b.unsqueeze(0)).square().sum(-1).contiguous();
+}
+
+} // namespace
+} // namespace openreg_extra
+
+TORCH_LIBRARY_IMPL(openreg_extra, PrivateUse1, m) {
+  m.impl("rms_norm", TORCH_FN(openreg_extra::rms_norm_openreg));
+  m.impl("pairwise_distance_sq", TORCH_FN(openreg_extra::pairwise_distance_sq_openreg));
+}
