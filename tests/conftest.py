@@ -136,3 +136,18 @@ def restore_device():
     previous = torch.openreg.current_device()
     yield
     torch.openreg.set_device(previous)
+
+
+@pytest.fixture(autouse=True)
+def keep_intra_op_threads():
+    """Restores the intra-op thread count after each test.
+
+    DataLoader's pin-memory thread calls torch.set_num_threads(1), which
+    changes the process-wide count: threads created afterwards (such as the
+    autograd device thread of an openreg device) would then reduce with one
+    thread while the main thread's CPU reference uses more, and float sums
+    would differ in their last bits.
+    """
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
