@@ -60,6 +60,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (dst.numel() == 0) {
     return dst;
   }
+  if (self._is_zerotensor()) {
+    // A ZeroTensor (autograd's efficient zero gradients) has no memory.
+    dst.zero_();
+    return dst;
+  }
   const c10::Device device = dst.is_privateuseone() ? dst.device() : self.device();
   c10::DeviceGuard guard(device);
   const c10::openreg::OpenRegStream stream = c10::openreg::getCurrentOpenRegStream(device.index());

@@ -165,7 +165,8 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     policy.name += "." + schema.overload_name();
   }
   policy.counter = counter_for(policy.name);
-  policy.has_cpu_kernel = op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  // "Computed": a CPU entry may also come from a composite registration.
+  policy.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (arguments[i].type()->str() == "Generator?") {
@@ -349,11 +350,20 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // PrivateUse1 kernel rather than as the backend fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("remainder.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
-  // PyTorch's default PrivateUse1 kernel for mse_loss (the structured
-  // "NonFunctional" composite) calls mse_loss.out with a 0-dim output, which
-  // the CPU kernel resizes with a deprecation warning on every call; running
-  // the CPU functional kernel directly avoids that.
-  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  // Operators whose default PrivateUse1 kernel is not the CPU's: the host runs
+  // the CPU kernel instead, so that results (and argument checks) match it.
+  //  - mse_loss: the structured "NonFunctional" default calls mse_loss.out
+  //    with a 0-dim output, which the CPU kernel resizes with a deprecation
+  //    warning on every call;
+  //  - addr(_, .out), native_layer_norm, native_group_norm: the default is a generic
+  //    math composite (other rounding, other statistics dtypes, fewer checks);
+  //  - conj_physical_, _conj_physical: composites that call conj_physical_stub
+  //    on an iterator over the device tensors;
+  //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors.
+  for (const char* name : {"mse_loss", "addr", "addr_", "addr.out", "native_layer_norm", "native_group_norm",
+                           "conj_physical_", "_conj_physical", "mode.values"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  }
   for (const auto& [name, reason] : blocklist()) {
     m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
   }

@@ -75,10 +75,16 @@ struct DeviceBackedHostAllocator final : public c10::Allocator {
 
 DeviceBackedHostAllocator g_device_backed_allocator;
 
+// The dispatch keys of a tensor mirrored on the other side. A ZeroTensor
+// (autograd's efficient zeros) can only get its key at construction.
+c10::DispatchKeySet mirrored_keys(c10::DispatchKey backend, const c10::TensorImpl& from) {
+  c10::DispatchKeySet keys(backend);
+  return from._is_zerotensor() ? keys.add(c10::DispatchKey::ZeroTensor) : keys;
+}
+
 void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
   to._set_conj(from.is_conj());
   to._set_neg(from.is_neg());
-  to._set_zero(from._is_zerotensor());
 }
 
 } // namespace
@@ -121,7 +127,7 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
   }
   at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
       host_storage_for(device_tensor.storage()),
-      c10::DispatchKeySet(c10::DispatchKey::CPU),
+      mirrored_keys(c10::DispatchKey::CPU, *device_impl),
       device_tensor.dtype());
   c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
   host_impl->set_sizes_and_strides(
@@ -175,6 +181,9 @@ void HostViews::write_back() {
       device_impl->set_sizes_and_strides(
           host_impl->sizes(), host_impl->strides(), host_impl->storage_offset());
     }
+    // Kernels may also flip the lazy conjugate/negative bits of an out=
+    // argument (linalg_lu_solve with left=False returns a conjugated view).
+    copy_flags(*host_impl, *device_impl);
   }
 }
 
@@ -197,7 +206,8 @@ c10::Storage HostViews::device_storage_for(const c10::Storage& host_storage) {
   } else {
     device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
                           c10::openreg::getDeviceAllocator(), /*resizable=*/true);
-    if (nbytes > 0) {
+    // A ZeroTensor's storage has a size but no memory: nothing to copy.
+    if (nbytes > 0 && host_storage.data() != nullptr) {
       OPENREG_CHECK(orMemcpy(device.mutable_data(), host_storage.data(), nbytes,
                              orMemcpyHostToDevice));
     }
@@ -224,7 +234,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       ", but the openreg device supports only torch.strided tensors");
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       device_storage_for(host_result.storage()),
-      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),
       host_result.dtype());
   c10::TensorImpl* impl = result.unsafeGetTensorImpl();
   impl->set_sizes_and_strides(
