@@ -1,0 +1,51 @@
+"""The CI slice of the device-generic suites (``--quick``): OpInfo operators, modules and optimizers."""
+import os
+import re
+
+import pytest
+
+from torch_openreg.testing.__main__ import main
+
+COUNTS = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("suite", ["opinfo", "modules", "optim"])
+def test_quick_slice_passes(suite, capsys, tmp_path):
+    report = tmp_path / "report.json"
+    code = main([suite, "--quick", "--report", str(report)])
+    output = capsys.readouterr().out
+    passed, failed, _ = map(int, COUNTS.findall(output)[-1])
+    assert failed == 0 and code == 0, output
+    assert passed > 0, output
+    assert report.exists()
+
+
+SUITE_WITH_CRASHES = '''
+import os
+import signal
+import time
+
+
+def iter_cases(job):
+    yield "ok", 0, lambda: None
+    yield "segfault", 1, lambda: os.kill(os.getpid(), signal.SIGSEGV)
+    yield "hang", 2, lambda: time.sleep(600)
+    yield "error", 3, lambda: 1 / 0
+    yield "ok", 4, lambda: None
+'''
+
+
+def test_worker_crash_and_timeout_fail_only_their_case(tmp_path, monkeypatch):
+    from torch_openreg.testing.runner import run_jobs
+
+    (tmp_path / "suite_with_crashes.py").write_text(SUITE_WITH_CRASHES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    results = []
+    job = {"suite": "demo", "module": "suite_with_crashes", "name": "demo", "dtype": "float32"}
+    run_jobs([job], timeout=10, record=lambda job, case: case and results.append(case))
+    outcome = {case["sample"]: (case["status"], case["message"]) for case in results}
+    assert sorted(outcome) == [0, 1, 2, 3, 4], results
+    assert outcome[0][0] == outcome[4][0] == "passed"
+    assert outcome[1][0] == "failed" and "crash: worker killed by SIGSEGV" in outcome[1][1]
+    assert outcome[2][0] == "failed" and outcome[2][1].startswith("timeout")
+    assert outcome[3][0] == "failed" and "ZeroDivisionError" in outcome[3][1]

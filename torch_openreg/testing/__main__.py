@@ -1,0 +1,81 @@
+"""Command line: ``python -m torch_openreg.testing {opinfo,modules,optim,external} [options]``."""
+import argparse
+import sys
+
+from . import expected, external, modules, opinfo, optim, quick, shard
+from .report import Report
+from .runner import run_jobs
+
+
+def _dtype_list(text):
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m torch_openreg.testing", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def suite_command(name, help_text, filter_flag, dtypes):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument(filter_flag, dest="filter", metavar="REGEX", help="only names matching REGEX (re.search)")
+        command.add_argument("--dtypes", type=_dtype_list, default=dtypes, help="comma-separated torch dtype names")
+        command.add_argument("--quick", action="store_true", help="the fixed CI slice")
+        command.add_argument("--shard", type=shard.parse, metavar="I/N", help="run the I-th of N slices (1-based)")
+        command.add_argument("--report", metavar="PATH", help="write the JSON report there")
+        command.add_argument("--timeout", type=float, default=180.0, help="seconds a case may take (default 180)")
+        command.add_argument("--expected-failures", default=expected.DEFAULT_PATH, metavar="PATH")
+        command.add_argument("-v", "--verbose", action="store_true", help="print every case, not only failures")
+        return command
+
+    ops = suite_command("opinfo", "op_db operators against the CPU", "--ops", opinfo.DEFAULT_DTYPES)
+    ops.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
+    suite_command("modules", "module_db modules against the CPU", "--modules", modules.DEFAULT_DTYPES)
+    suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", optim.DEFAULT_DTYPES)
+
+    ext = commands.add_parser("external", help="a PyTorch device-generic test file, for openreg only")
+    ext.add_argument("path", help="test file (or directory) using instantiate_device_type_tests")
+    ext.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression")
+    ext.add_argument("--shard", type=shard.parse, metavar="I/N", help="run the I-th of N slices of the tests")
+    ext.add_argument("--bypass-device-restrictions", action="store_true",
+                     help="run @onlyOn / @onlyCUDA tests on openreg too")
+    ext.epilog = "Other options are passed to pytest."
+    return parser
+
+
+def _jobs(args):
+    if args.command == "opinfo":
+        names = quick.OPS if args.quick else None
+        dtypes = quick.OP_DTYPES if args.quick else args.dtypes
+        max_samples = quick.MAX_SAMPLES if args.quick else args.max_samples
+        return opinfo.list_jobs(args.filter, dtypes, max_samples, names)
+    if args.command == "modules":
+        if args.quick:
+            return modules.list_jobs(args.filter, quick.MODULE_DTYPES, quick.MODULES, quick.MAX_MODULE_INPUTS)
+        return modules.list_jobs(args.filter, args.dtypes)
+    return optim.list_jobs(args.filter, args.dtypes, quick.OPTIMIZERS if args.quick else None)
+
+
+def main(argv=None):
+    parser = _parser()
+    args, pytest_args = parser.parse_known_args(argv)
+    if args.command == "external":
+        return external.run(args.path, args.keyword, args.shard, pytest_args, args.bypass_device_restrictions)
+    if pytest_args:
+        parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
+    entries = expected.load(args.expected_failures)
+    jobs = shard.select(_jobs(args), args.shard)
+    report = Report(args.report, args.verbose)
+
+    def record(job, case):
+        if case is None:
+            report.job_finished(len(jobs))
+        else:
+            report.add(expected.apply(entries, {"suite": job["suite"], "name": job["name"], "dtype": job["dtype"], **case}))
+
+    print(f"{args.command}: {len(jobs)} jobs", flush=True)
+    run_jobs(jobs, args.timeout, record)
+    return 0 if report.close() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
