@@ -27,13 +27,15 @@ def cases(torch, device):
     mat = torch.randn(256, 256, generator=g).to(device)
     idx = torch.randint(0, 1 << 20, (4096,), generator=g).to(device)
     out = torch.empty(16, device=device)
+    # Operators without an openreg kernel (atan2, addcmul, cumsum, prod,
+    # index_select, mm): each call runs through the fallback.
     return {
-        "mul 16 elems": lambda: torch.mul(small, small2),
-        "mul_ (in-place) 16": lambda: small.mul_(1.0),
-        "mul out= 16": lambda: torch.mul(small, small2, out=out),
-        "sum 16": lambda: small.sum(),
-        "mul 1M elems": lambda: torch.mul(big, big),
-        "sum 1M": lambda: big.sum(),
+        "atan2 16 elems": lambda: torch.atan2(small, small2),
+        "addcmul_ (in-place) 16": lambda: small.addcmul_(small2, small2, value=0.0),
+        "atan2 out= 16": lambda: torch.atan2(small, small2, out=out),
+        "cumsum 16": lambda: small.cumsum(0),
+        "atan2 1M elems": lambda: torch.atan2(big, big),
+        "prod 1M": lambda: big.prod(),
         "index_select 4096 of 1M": lambda: big.index_select(0, idx),
         "mm 256x256": lambda: mat @ mat,
     }
