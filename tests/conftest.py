@@ -124,6 +124,16 @@ def run_python(code, timeout=120, **env):
     )
 
 
+def parse_key_values(stdout):
+    """{KEY: VALUE} from the KEY=VALUE lines a child process printed."""
+    result = {}
+    for line in stdout.splitlines():
+        if "=" in line:
+            key, _, value = line.partition("=")
+            result[key.strip()] = value.strip()
+    return result
+
+
 def check_ok(proc):
     """Asserts the child exited 0 and returns its stdout."""
     assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"

@@ -3,16 +3,7 @@
 Each check needs a fresh interpreter, so they run in subprocesses; each child
 prints KEY=VALUE lines that the test parses.
 """
-from conftest import check_ok, run_python
-
-
-def _parse(stdout):
-    result = {}
-    for line in stdout.splitlines():
-        if "=" in line:
-            key, _, value = line.partition("=")
-            result[key.strip()] = value.strip()
-    return result
+from conftest import check_ok, parse_key_values, run_python
 
 
 def test_import_torch_autoloads_without_initializing():
@@ -44,7 +35,7 @@ def test_import_torch_autoloads_without_initializing():
             TORCH_DEVICE_BACKEND_AUTOLOAD=None,
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["loaded"] == "True", out
     assert r["backend_name"] == "openreg", out
     assert r["has_module"] == "True", out
@@ -92,7 +83,7 @@ def test_autoload_disabled_then_explicit_import():
             TORCH_DEVICE_BACKEND_AUTOLOAD="0",
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["loaded"] == "False", out
     assert r["device_error"] == "RuntimeError", out
     assert r["tensor_error"] == "RuntimeError", out
@@ -122,7 +113,7 @@ def test_import_twice_is_harmless():
             """
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["same_module"] == "True", out
     assert r["backend_name"] == "openreg", out
     assert r["values"] == "[2.0, 2.0, 2.0]", out

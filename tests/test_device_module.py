@@ -5,16 +5,7 @@ import threading
 import pytest
 import torch
 
-from conftest import DEVICE, assert_same, check_ok, make_cpu, run_python
-
-
-def _parse(stdout):
-    result = {}
-    for line in stdout.splitlines():
-        if "=" in line:
-            key, _, value = line.partition("=")
-            result[key.strip()] = value.strip()
-    return result
+from conftest import DEVICE, assert_same, check_ok, make_cpu, parse_key_values, run_python
 
 
 # --------------------------------------------------------------------------
@@ -272,7 +263,7 @@ def test_device_count_env_four():
             OPENREG_DEVICE_COUNT="4",
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["count"] == "4", out
     assert r["acc_count"] == "4", out
     assert r["dev"] == "openreg:3 [0, 2, 4]", out
@@ -304,7 +295,7 @@ def test_invalid_device_count(value):
             OPENREG_DEVICE_COUNT=value,
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["is_available"] == "False", out
     for what in ("count", "tensor", "tensor_again", "to"):
         message = r[what + "_err"]
@@ -374,7 +365,7 @@ def test_fork_after_init_is_bad_fork():
             """
         )
     )
-    r = _parse(out)
+    r = parse_key_values(out)
     assert r["parent_initialized_before"] == "False", out
     assert r["pre_bad_fork"] == "False", out
     assert r["pre_values"] == "[2.0, 2.0]", out
