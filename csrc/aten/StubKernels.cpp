@@ -25,6 +25,7 @@
 #define HAVE_AVX2_CPU_DEFINITION
 #endif
 
+#include <ATen/SDPBackend.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/DispatchStub.h>
@@ -32,6 +33,7 @@
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/UnaryOps.h>
+#include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/real.h>
 #include <ATen/ops/add_meta.h>
@@ -275,6 +277,28 @@ at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
+// scaled_dot_product_attention asks the device's _fused_sdp_choice_stub
+// which kernel to run, and uses the math composite when the device has no
+// answer. Taking the CPU's answer keeps results identical to the CPU's: the
+// chosen CPU kernel (flash attention for CPU) then runs on the fallback. With
+// dropout the choice stays math, whose dropout draws from the openreg
+// generator; the CPU kernel would draw from the CPU's.
+int64_t fused_sdp_choice(
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    bool enable_gqa) {
+  if (dropout_p > 0.0) {
+    return static_cast<int64_t>(at::SDPBackend::math);
+  }
+  return at::native::_fused_sdp_choice_stub(
+      c10::DeviceType::CPU, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -313,4 +337,5 @@ REGISTER_PRIVATEUSE1_DISPATCH(mul_stub, (&on_host<mul_stub, TensorIteratorBase>)
 REGISTER_PRIVATEUSE1_DISPATCH(div_true_stub, (&on_host<div_true_stub, TensorIteratorBase>))
 REGISTER_PRIVATEUSE1_DISPATCH(eq_stub, (&on_host<eq_stub, TensorIteratorBase>))
 REGISTER_PRIVATEUSE1_DISPATCH(sum_stub, (&on_host<sum_stub, TensorIterator>))
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &at::openreg::fused_sdp_choice)
 } // namespace at::native

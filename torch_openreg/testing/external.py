@@ -25,7 +25,8 @@ def run(path, keyword=None, shard=None, pytest_args=(), bypass_device_restrictio
             env[SHARD_ENV] = f"{shard[0]}/{shard[1]}"
         if bypass_device_restrictions:
             env[BYPASS_ENV] = "1"
-        command = [sys.executable, "-c", PYTEST_MAIN, os.path.abspath(path), "-p", "torch_openreg.testing.pytest_plugin",
+        # -P: the working directory must not shadow the installed torch_openreg.
+        command = [sys.executable, "-P", "-c", PYTEST_MAIN, os.path.abspath(path), "-p", "torch_openreg.testing.pytest_plugin",
                    "-p", "no:cacheprovider", "-q"]
         if keyword:
             command += ["-k", keyword]

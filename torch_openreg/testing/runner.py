@@ -16,10 +16,6 @@ import time
 
 STDERR_TAIL_LINES = 12
 STARTUP_TIMEOUT = 300
-# The extension is rebuilt in place now and then: a worker that cannot load
-# it is retried for a while before the run gives up.
-STARTUP_ATTEMPTS = 10
-STARTUP_RETRY_DELAY = 30
 # torch first: the backend registers itself through torch's autoload.
 WORKER_MAIN = "import torch; from torch_openreg.testing.worker import main; main()"
 
@@ -29,16 +25,14 @@ class WorkerStartError(RuntimeError):
 
 
 def start_worker():
-    """A worker that has loaded torch and the backend, retrying while the extension is unloadable."""
-    for _ in range(STARTUP_ATTEMPTS):
-        worker = Worker()
-        if worker.next_event(STARTUP_TIMEOUT) == {"event": "ready"}:
-            return worker
-        reason = worker.death_reason(STARTUP_TIMEOUT)
-        worker.stop()
-        print(f"worker failed to start ({reason.strip()}); retrying in {STARTUP_RETRY_DELAY} s", flush=True)
-        time.sleep(STARTUP_RETRY_DELAY)
-    raise WorkerStartError(f"no worker started in {STARTUP_ATTEMPTS} attempts")
+    """A worker that has loaded torch and the backend; a worker that cannot
+    (a broken install) is an error for the whole run, not for one case."""
+    worker = Worker()
+    if worker.next_event(STARTUP_TIMEOUT) == {"event": "ready"}:
+        return worker
+    reason = worker.death_reason(STARTUP_TIMEOUT)
+    worker.stop()
+    raise WorkerStartError(f"a test worker could not load torch and torch_openreg: {reason.strip()}")
 
 
 class Worker:
@@ -46,8 +40,10 @@ class Worker:
 
     def __init__(self):
         self.log = tempfile.TemporaryFile(mode="w+b")
+        # -P: the caller's working directory (a source checkout, say) must not
+        # shadow the installed torch_openreg.
         self.process = subprocess.Popen(
-            [sys.executable, "-c", WORKER_MAIN],
+            [sys.executable, "-P", "-c", WORKER_MAIN],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
