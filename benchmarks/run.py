@@ -1,0 +1,381 @@
+"""The benchmark suite: every case timed on openreg and on the CPU in the same
+process, interleaved, under each setting, against the project's targets.
+
+Cases: small operators, large operators, training steps, allocation churn,
+copy bandwidth, and the import time of the backend. The settings are read once
+per process, so each one is measured in a child process that also times the
+CPU: memory protection on (the default) and off, and the copying fallback
+(OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
+shows medians, openreg/CPU ratios and whether each target is met; see
+docs/performance.md for the latest results.
+
+    python benchmarks/run.py [--quick] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+GROUPS = {
+    "small": "1. small operators (16 elements)",
+    "large": "2. large operators",
+    "training": "3. training step (forward, backward, SGD step)",
+    "churn": "4. allocation churn",
+    "copies": "5. copy bandwidth (ratio: openreg GB/s over host memcpy GB/s)",
+    "import": "6. import time, child processes (cpu column: import torch without the backend)",
+}
+
+# Child-process settings: name -> environment. The copy fallback runs only the
+# cases that reach the fallback under the default setting.
+SETTINGS = {
+    "protection_on": {"OPENREG_MEMORY_PROTECTION": "1", "OPENREG_FALLBACK_MODE": "zero_copy"},
+    "protection_off": {"OPENREG_MEMORY_PROTECTION": "0", "OPENREG_FALLBACK_MODE": "zero_copy"},
+    "copy_fallback": {"OPENREG_MEMORY_PROTECTION": "1", "OPENREG_FALLBACK_MODE": "copy"},
+}
+DEFAULT_SETTING = "protection_on"
+
+# group -> [(comparison, bound, label)], checked against the default setting.
+# Ratios are openreg/CPU times, except copies: openreg/memcpy bandwidths.
+TARGETS = {
+    "small": [("<=", 1.5, "")],
+    "large": [("<=", 1.05, "")],
+    "training": [("<=", 1.25, ""), ("<=", 2.0, " prot on")],
+    "churn": [("<=", 1.0, "")],
+    "copies": [(">=", 0.9, "")],
+    "import": [],
+}
+
+# group -> (repetitions, calls per repetition), full run and --quick.
+REPEATS = {
+    "small": ((15, 2000), (3, 200)),
+    "large": ((15, 1), (3, 1)),
+    "training": ((15, 3), (3, 1)),
+    "churn": ((9, 1), (3, 1)),
+    "copies": ((11, 1), (3, 1)),
+}
+IMPORT_RUNS = (9, 1)
+
+
+# --- cases: each builder returns {case: (description, zero-argument callable)} for one device
+
+
+def small_cases(torch, device, quick):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(16, generator=g).to(device)
+    b = torch.randn(16, generator=g).to(device)
+    acc = torch.zeros(16, device=device)
+    one = torch.ones(1, device=device)
+    return {
+        "empty": ("empty(16) (factory)", lambda: torch.empty(16, device=device)),
+        "view": ("view(4, 4)", lambda: a.view(4, 4)),
+        "as_strided": ("as_strided((4,), (4,))", lambda: a.as_strided((4,), (4,))),
+        "add": ("add (stub kernel)", lambda: a + b),
+        "atan2": ("atan2 (fallback)", lambda: torch.atan2(a, b)),
+        "add_": ("add_ (in-place)", lambda: acc.add_(b)),
+        "item": ("item() (1 element)", lambda: one.item()),
+    }
+
+
+def large_cases(torch, device, quick):
+    F = torch.nn.functional
+    n, batch, side, exponent = (256, 4, 28, 20) if quick else (1024, 32, 56, 24)
+    g = torch.Generator().manual_seed(0)
+    m1 = torch.randn(n, n, generator=g).to(device)
+    m2 = torch.randn(n, n, generator=g).to(device)
+    image = torch.randn(batch, 64, side, side, generator=g).to(device)
+    weight = torch.randn(64, 64, 3, 3, generator=g).to(device)
+    vector = torch.randn(1 << exponent, generator=g).to(device)
+    return {
+        "matmul": (f"matmul {n}x{n} float32", lambda: m1 @ m2),
+        "conv2d": (f"conv2d {batch}x64x{side}x{side}, 3x3, 64 out", lambda: F.conv2d(image, weight, padding=1)),
+        "sum": (f"sum of 2^{exponent} float32", lambda: vector.sum()),
+    }
+
+
+def mlp(nn):
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def small_cnn(nn):
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 10),
+    )
+
+
+def training_step(torch, model, inputs, labels):
+    """One SGD step of `model` (already on the inputs' device) as a callable."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def training_cases(torch, device, quick):
+    nn = torch.nn
+    torch.manual_seed(0)  # same weights and batches on both devices
+    labels = torch.randint(0, 10, (128,))
+    return {
+        "mlp": ("MLP 784-512-512-10, batch 128",
+                training_step(torch, mlp(nn).to(device), torch.randn(128, 784).to(device), labels.to(device))),
+        "cnn": ("CNN conv16-bn-pool-conv32-pool-fc, 1x28x28, batch 64",
+                training_step(torch, small_cnn(nn).to(device), torch.randn(64, 1, 28, 28).to(device),
+                              labels[:64].to(device))),
+    }
+
+
+def churn_cases(torch, device, quick):
+    import allocator  # benchmarks/allocator.py, beside this script
+
+    sizes = allocator.size_sequence(10_000 if quick else allocator.OPS)
+    description = f"{len(sizes):,} tensors of 16 B-1 MiB, ring of {allocator.RING}"
+    return {"mixed": (description, lambda: allocator.churn(device, sizes, allocator.RING))}
+
+
+def copy_bytes(quick):
+    return (32 if quick else 256) << 20
+
+
+def copy_cases(torch, device, quick):
+    """On openreg, the four copies; on the CPU, the same number of host memcpys."""
+    nbytes = copy_bytes(quick)
+    host_src = torch.ones(nbytes, dtype=torch.uint8)
+    host_dst = torch.zeros(nbytes, dtype=torch.uint8)
+    names = {
+        "h2d": "host->device",
+        "d2h": "device->host",
+        "d2d": "device->device",
+        "pinned_h2d": "pinned host->device, non_blocking",
+    }
+    size = f" {nbytes >> 20} MiB"
+    if device == "cpu":
+        import numpy
+
+        src, dst = host_src.numpy(), host_dst.numpy()
+        return {key: (name + size, lambda: numpy.copyto(dst, src)) for key, name in names.items()}
+
+    dev_src = host_src.to(device)
+    dev_dst = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+    pinned = host_src.pin_memory()
+
+    def pinned_to_device():
+        dev_dst.copy_(pinned, non_blocking=True)
+        torch.openreg.synchronize()
+
+    fns = {
+        "h2d": lambda: dev_dst.copy_(host_src),
+        "d2h": lambda: host_dst.copy_(dev_src),
+        "d2d": lambda: dev_dst.copy_(dev_src),
+        "pinned_h2d": pinned_to_device,
+    }
+    return {key: (name + size, fns[key]) for key, name in names.items()}
+
+
+BUILDERS = {
+    "small": small_cases,
+    "large": large_cases,
+    "training": training_cases,
+    "churn": churn_cases,
+    "copies": copy_cases,
+}
+
+
+# --- measurement
+
+
+def sample(fn, inner, sync):
+    """Seconds per call of `fn`, over `inner` calls and a final `sync`."""
+    start = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / inner
+
+
+def interleaved(device_fn, cpu_fn, device_sync, repeats, inner):
+    """Median seconds per call on openreg and on the CPU, alternating repetitions."""
+    device_fn()  # warm-up: allocator caches, first-call costs, page faults
+    cpu_fn()
+    device_samples, cpu_samples = [], []
+    for _ in range(repeats):
+        device_samples.append(sample(device_fn, inner, device_sync))
+        cpu_samples.append(sample(cpu_fn, inner, lambda: None))
+    return statistics.median(device_samples), statistics.median(cpu_samples)
+
+
+def fallback_ops(torch, fn):
+    """{aten operator: calls} that one call of `fn` sent to the CPU fallback."""
+    torch.openreg.reset_fallback_stats()
+    fn()
+    torch.openreg.synchronize()
+    return torch.openreg.fallback_stats()
+
+
+def ratio(group, openreg_s, cpu_s):
+    """openreg/CPU time, or for copies openreg/memcpy bandwidth."""
+    return cpu_s / openreg_s if group == "copies" else openreg_s / cpu_s
+
+
+def child(cases, quick):
+    """Runs `cases` ({group: [case] or None for all}) in this process; prints the results as JSON."""
+    import torch  # autoloads torch_openreg
+
+    results = {}
+    for group, keys in cases.items():
+        repeats, inner = REPEATS[group][1 if quick else 0]
+        on_device = BUILDERS[group](torch, "openreg", quick)
+        on_cpu = BUILDERS[group](torch, "cpu", quick)
+        results[group] = {}
+        for key in keys or on_device:
+            description, device_fn = on_device[key]
+            openreg_s, cpu_s = interleaved(device_fn, on_cpu[key][1], torch.openreg.synchronize, repeats, inner)
+            results[group][key] = {
+                "description": description,
+                "openreg_s": openreg_s,
+                "cpu_s": cpu_s,
+                "ratio": ratio(group, openreg_s, cpu_s),
+                "fallback_ops": fallback_ops(torch, device_fn),
+            }
+        del on_device, on_cpu  # frees the 256 MiB copy buffers before the next group
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}))
+
+
+def fallback_cases(results):
+    """{group: [case]} of the cases that called the fallback."""
+    cases = {}
+    for group, group_results in results.items():
+        keys = [key for key, case in group_results.items() if case["fallback_ops"]]
+        if keys:
+            cases[group] = keys
+    return cases
+
+
+def run_child(setting, cases, quick):
+    env = dict(os.environ, **SETTINGS[setting])
+    command = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cases)] + (["--quick"] if quick else [])
+    proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def import_seconds(code, env):
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tempfile.gettempdir())
+    return time.perf_counter() - start
+
+
+def import_times(setting, runs):
+    """Import cases: openreg = with the backend, CPU = `import torch` without it."""
+    base = dict(os.environ, **SETTINGS[setting])
+    autoload_off = dict(base, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    autoload_on = dict(base, TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    samples = {"torch": [], "torch_openreg": [], "autoload": []}
+    import_seconds("import torch", autoload_on)  # warm-up: file system cache
+    for _ in range(runs):  # interleaved, so all three see the same machine state
+        samples["torch"].append(import_seconds("import torch", autoload_off))
+        samples["torch_openreg"].append(import_seconds("import torch, torch_openreg", autoload_off))
+        samples["autoload"].append(import_seconds("import torch", autoload_on))
+    cpu_s = statistics.median(samples["torch"])
+    cases = {
+        "torch_openreg": ("import torch, torch_openreg (autoload off)", statistics.median(samples["torch_openreg"])),
+        "autoload": ("import torch (autoload on)", statistics.median(samples["autoload"])),
+    }
+    return {
+        key: {"description": f"{description}, {runs} runs", "openreg_s": openreg_s,
+              "cpu_s": cpu_s, "ratio": openreg_s / cpu_s, "fallback_ops": {}}
+        for key, (description, openreg_s) in cases.items()
+    }
+
+
+# --- report
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def verdicts(group, value):
+    """[(target text, "met"/"missed")] for a default-setting ratio."""
+    checks = []
+    for comparison, bound, label in TARGETS[group]:
+        met = value <= bound if comparison == "<=" else value >= bound
+        checks.append((f"{comparison} {bound:g}x{label}", "met" if met else "missed"))
+    return checks
+
+
+def format_value(group, seconds, quick):
+    if group == "copies":
+        return f"{copy_bytes(quick) / seconds / 1e9:.2f} GB/s"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def print_table(results, quick):
+    default = results[DEFAULT_SETTING]
+    print(f"{'case':<58} {'cpu':>11} {'openreg':>11} {'ratio':>6}  {'target':<17} {'':<6} "
+          f"{'prot off':>8} {'copy fb':>8}")
+    for group, title in GROUPS.items():
+        print(title)
+        for key, case in default[group].items():
+            checks = verdicts(group, case["ratio"]) or [("", "")]
+            other = [results[s].get(group, {}).get(key) for s in ("protection_off", "copy_fallback")]
+            other_text = " ".join(f"{o['ratio']:>7.2f}x" if o else f"{'-':>8}" for o in other)
+            print(f"  {case['description']:<56} {format_value(group, case['cpu_s'], quick):>11} "
+                  f"{format_value(group, case['openreg_s'], quick):>11} {case['ratio']:>5.2f}x  "
+                  f"{checks[0][0]:<17} {checks[0][1]:<6} {other_text}")
+            for target, verdict in checks[1:]:
+                print(f"  {'':<56} {'':>11} {'':>11} {'':>6}  {target:<17} {verdict:<6}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="openreg against CPU eager: every case, every setting")
+    parser.add_argument("--quick", action="store_true", help="few repetitions, smaller sizes (CI smoke run)")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child), args.quick)
+        return
+
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    results = {}
+    for setting in ("protection_on", "protection_off"):
+        output = run_child(setting, {group: None for group in BUILDERS}, args.quick)
+        results[setting] = output["results"]
+        results[setting]["import"] = import_times(setting, IMPORT_RUNS[1 if args.quick else 0])
+        torch_version, threads = output["torch"], output["threads"]
+    results["copy_fallback"] = run_child("copy_fallback", fallback_cases(results[DEFAULT_SETTING]), args.quick)["results"]
+    seconds = time.perf_counter() - start
+    load_after = os.getloadavg()
+
+    print_table(results, args.quick)
+    machine = {"nproc": len(os.sched_getaffinity(0)), "cpu": cpu_model(), "torch": torch_version,
+               "torch_threads": threads, "python": sys.version.split()[0]}
+    print(f"machine: {machine['nproc']} cores, {machine['cpu']}, torch {torch_version} ({threads} threads); "
+          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; run took {seconds:.0f} s")
+    if args.json:
+        report = {"machine": machine, "quick": args.quick, "seconds": seconds,
+                  "load_average_before": load_before, "load_average_after": load_after,
+                  "targets": TARGETS, "results": results}
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

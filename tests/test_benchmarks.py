@@ -1,0 +1,41 @@
+"""The benchmark suite runs: `benchmarks/run.py --quick` writes every case with
+positive timings. Timings are not asserted (CI machines vary)."""
+import json
+import os
+import subprocess
+import sys
+
+RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "run.py")
+
+CASES = {
+    "small": {"empty", "view", "as_strided", "add", "atan2", "add_", "item"},
+    "large": {"matmul", "conv2d", "sum"},
+    "training": {"mlp", "cnn"},
+    "churn": {"mixed"},
+    "copies": {"h2d", "d2h", "d2d", "pinned_h2d"},
+    "import": {"torch_openreg", "autoload"},
+}
+
+
+def test_quick_run_writes_every_case(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, RUN, "--quick", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    report = json.loads(out.read_text())
+    results = report["results"]
+
+    for setting in ("protection_on", "protection_off"):
+        assert {group: set(cases) for group, cases in results[setting].items()} == CASES, setting
+    # The copying fallback runs the cases that reached the fallback, atan2 at least.
+    assert "atan2" in results["copy_fallback"]["small"]
+    assert results["protection_on"]["small"]["atan2"]["fallback_ops"]
+
+    for setting, groups in results.items():
+        for group, cases in groups.items():
+            for name, case in cases.items():
+                assert case["openreg_s"] > 0 and case["cpu_s"] > 0, (setting, group, name, case)
+                assert case["ratio"] > 0, (setting, group, name, case)
+    assert report["machine"]["nproc"] >= 1
