@@ -148,6 +148,21 @@ def restore_device():
     torch.openreg.set_device(previous)
 
 
+@pytest.fixture
+def default_streams():
+    """The test starts and ends with the default streams current, on device 0."""
+    def reset():
+        for index in range(torch.openreg.device_count()):
+            torch.openreg.set_stream(torch.openreg.default_stream(index))
+        torch.openreg.set_device(0)
+
+    reset()
+    yield
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.synchronize(index)
+    reset()
+
+
 @pytest.fixture(autouse=True)
 def keep_intra_op_threads():
     """Restores the intra-op thread count after each test.

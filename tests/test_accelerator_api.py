@@ -18,17 +18,7 @@ MiB = 1 << 20
 BIG = 16 << 20  # float32 elements: a few async copies keep a stream busy
 
 
-@pytest.fixture(autouse=True)
-def clean_state():
-    torch.accelerator.set_device_index(0)
-    for index in range(torch.accelerator.device_count()):
-        torch.accelerator.set_stream(torch.openreg.default_stream(index))
-    torch.accelerator.set_device_index(0)
-    yield
-    for index in range(torch.accelerator.device_count()):
-        torch.accelerator.synchronize(index)
-        torch.accelerator.set_stream(torch.openreg.default_stream(index))
-    torch.accelerator.set_device_index(0)
+pytestmark = pytest.mark.usefixtures("default_streams")
 
 
 def _fresh_segment_bytes():

@@ -15,17 +15,7 @@ from conftest import ALL_DTYPES, DEVICE, assert_same, dtype_id, make_cpu
 BIG = 16 << 20  # float32 elements (64 MiB)
 
 
-@pytest.fixture(autouse=True)
-def restore_streams():
-    """Every test starts and ends with the default streams current on device 0."""
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(index)
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
+pytestmark = pytest.mark.usefixtures("default_streams")
 
 
 def _busy(stream, host, device_buf, copies=4):
