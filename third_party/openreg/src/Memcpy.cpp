@@ -1,10 +1,10 @@
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <utility>
 
+#include "CopyBytes.h"
 #include "DeviceMemory.h"
 #include "Error.h"
 #include "Stream.h"
@@ -143,9 +143,8 @@ orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) 
   if (config == nullptr) return orErrorInitializationError;
   return checkCopy(*config, kMemcpy, dst, src, count, kind,
                    [count](void* target, const void* origin, Allocation* const*) {
-                     // memmove: a same-device or host-to-host copy may overlap; for disjoint
-                     // ranges glibc's memmove runs at memcpy speed.
-                     std::memmove(target, origin, count);
+                     // A same-device or host-to-host copy may overlap.
+                     copyBytes(target, origin, count);
                    });
 }
 
@@ -165,7 +164,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
     return error;  // invalid, or an empty copy with nothing to queue
   }
   const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy] {
-    std::memmove(copy.target, copy.origin, copy.count);
+    copyBytes(copy.target, copy.origin, copy.count);
     copy.unpin();
   });
   if (error != orSuccess) copy->unpin();

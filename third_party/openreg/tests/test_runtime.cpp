@@ -729,6 +729,48 @@ void testMemcpy() {
   CHECK_OK(orFree(b));
 }
 
+// Large copies at every alignment class: the runtime copies a destination a
+// little ahead of its source (modulo a page) backwards with streaming stores,
+// and everything else with memcpy; every byte must land either way, including
+// the unaligned head and tail.
+void testLargeCopyAlignments() {
+  constexpr size_t kSize = 5 * MiB + 77;
+  constexpr size_t kSlack = 2 * kPage;
+  const std::vector<unsigned char> data = pattern(kSize + kSlack, 5);
+  void* device = nullptr;
+  CHECK_OK(orMalloc(&device, kSize + kSlack));
+  CHECK_OK(orMemcpy(device, data.data(), kSize + kSlack, orMemcpyHostToDevice));
+  // Page-aligned host memory, so that the offsets below are exact.
+  void* host = nullptr;
+  CHECK_OK(orMallocHost(&host, kSize + kSlack));
+  for (const size_t source : {size_t{0}, size_t{1}, size_t{48}}) {
+    for (const size_t target : {size_t{0}, size_t{1}, size_t{15}, size_t{64}, size_t{100},
+                                size_t{2047}, size_t{2048}, size_t{4095}}) {
+      std::memset(host, 0, kSize + kSlack);
+      CHECK_OK(orMemcpy(offset(host, target), offset(device, source), kSize,
+                        orMemcpyDeviceToHost));
+      const auto* bytes = static_cast<const unsigned char*>(host);
+      CHECK(std::memcmp(bytes + target, data.data() + source, kSize) == 0);
+      // Nothing written outside the destination range.
+      CHECK(std::all_of(bytes, bytes + target, [](unsigned char b) { return b == 0; }));
+      CHECK(std::all_of(bytes + target + kSize, bytes + kSize + kSlack,
+                        [](unsigned char b) { return b == 0; }));
+    }
+  }
+  // The other directions take the same path.
+  void* other = nullptr;
+  CHECK_OK(orMalloc(&other, kSize + kSlack));
+  CHECK_OK(orMemcpy(offset(other, 64), device, kSize, orMemcpyDeviceToDevice));
+  std::vector<unsigned char> expected(data.begin(), data.begin() + kSize);
+  CHECK(readBack(offset(other, 64), kSize) == expected);
+  CHECK_OK(orMemcpy(offset(other, 100), offset(host, 4095), kSize, orMemcpyHostToDevice));
+  CHECK(std::memcmp(readBack(offset(other, 100), kSize).data(),
+                    static_cast<unsigned char*>(host) + 4095, kSize) == 0);
+  CHECK_OK(orFree(other));
+  CHECK_OK(orFreeHost(host));
+  CHECK_OK(orFree(device));
+}
+
 void testCrossDeviceCopy() {
   constexpr size_t kSize = 3 * MiB + 123;
   const std::vector<unsigned char> data = pattern(kSize, 2);
@@ -1629,6 +1671,7 @@ int main() {
       {"reuse without growth", testReuseWithoutGrowth},
       {"host memory", testHostMemory},
       {"memcpy", testMemcpy},
+      {"large copy alignments", testLargeCopyAlignments},
       {"cross-device copy", testCrossDeviceCopy},
       {"overlapping copy", testOverlappingCopy},
       {"pointer attributes", testPointerAttributes},
