@@ -79,11 +79,11 @@ def test_forced_operators_run_on_the_fallback_and_stay_correct():
         ok = torch.equal((x * 2).cpu(), a * 2) and torch.equal(x.view(3, 2).cpu(), a.view(3, 2))
         print(ok, sorted(torch.openreg.fallback_stats()))
         """,
-        OPENREG_FALLBACK_OPS="mul.out, aten::view",
+        OPENREG_FALLBACK_OPS="mul.Tensor, aten::view",
     ))
     ok, ops = out.strip().split(" ", 1)
     assert ok == "True"
-    assert "'aten::mul.out'" in ops and "'aten::view'" in ops
+    assert "'aten::mul.Tensor'" in ops and "'aten::view'" in ops
 
 
 def test_bad_settings_are_clear_errors():

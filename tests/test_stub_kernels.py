@@ -1,7 +1,9 @@
 """Operators served by DispatchStub kernels (csrc/aten/StubKernels.cpp): their
-`.out` overloads are openreg kernels that reach REGISTER_PRIVATEUSE1_DISPATCH
-stub kernels, so they never use the CPU fallback, and they equal the CPU bit
-for bit (same CPU loops on the same memory)."""
+functional, in-place and `.out` overloads are openreg kernels that reach
+REGISTER_PRIVATEUSE1_DISPATCH stub kernels, so they never use the CPU
+fallback, and they equal the CPU bit for bit (same CPU loops on the same
+memory), on the direct path (operands in the common dtype) as on the host
+path (casts, CPU scalars)."""
 import pytest
 import torch
 
@@ -124,6 +126,75 @@ def test_out_and_inplace_variants():
     y = a.to(DEV)
     y.add_(b.to(DEV), alpha=-1.5)
     assert_same(y, a.add(b, alpha=-1.5))
+
+
+STUB_OVERLOADS = [
+    f"aten::{name}{overload}"
+    for name in ["neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid"]
+    for overload in ["", "_"]
+] + [f"aten::{name}{overload}.Tensor" for name in ["add", "sub", "mul", "div", "eq"] for overload in ["", "_"]] + [
+    "aten::sum.dim_IntList"
+]
+
+
+@pytest.mark.parametrize("op", STUB_OVERLOADS)
+def test_functional_and_inplace_overloads_are_openreg_kernels(op):
+    line = next(l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("PrivateUse1:"))
+    assert "StubKernels.cpp" in line, line
+
+
+IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_", "eq": "eq_"}
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_inplace_and_out_equal_cpu(name, dtype):
+    """Same-dtype operands take the direct path, a float64 or CPU-scalar
+    operand the host path; results, errors and identity match the CPU."""
+    a = make_cpu((4, 5), dtype, seed=1)
+    for other in [make_cpu((5,), dtype, seed=2, low=1 if not dtype.is_floating_point else None),
+                  make_cpu((4, 5), torch.float64, seed=3), torch.tensor(2), 2.5]:
+        other_dev = other.to(DEV) if isinstance(other, torch.Tensor) and other.dim() > 0 else other
+        expected = cpu_result(lambda: getattr(a.clone(), IN_PLACE[name])(other))
+        x = a.to(DEV)
+        if isinstance(expected, type):
+            with pytest.raises(expected):
+                getattr(x, IN_PLACE[name])(other_dev)
+        else:
+            assert getattr(x, IN_PLACE[name])(other_dev) is x
+            torch.testing.assert_close(x.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+            assert x.dtype == expected.dtype
+        expected = cpu_result(lambda: getattr(torch, name)(a, other))
+        if isinstance(expected, type):
+            continue
+        out = torch.empty(0, dtype=expected.dtype, device=DEV)
+        assert getattr(torch, name)(a.to(DEV), other_dev, out=out) is out
+        torch.testing.assert_close(out.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64], ids=dtype_id)
+def test_python_scalar_operands_equal_cpu(dtype):
+    """A Python number arrives as a wrapped CPU scalar; half and bfloat16 CPU
+    loops read it at float precision, which only the host path preserves."""
+    a = make_cpu((33,), dtype, seed=5)
+    for fn in [lambda t: t * 0.1, lambda t: t + 1.7, lambda t: t - 3, lambda t: t / 0.3, lambda t: t.mul_(0.1)]:
+        expected = cpu_result(fn, a.clone())
+        if isinstance(expected, type):  # int64.mul_(0.1)
+            with pytest.raises(expected):
+                fn(a.to(DEV))
+            continue
+        torch.testing.assert_close(fn(a.to(DEV)).cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+def test_inplace_errors_match_cpu():
+    x = torch.ones(3, dtype=torch.int64, device=DEV)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        x.add_(torch.ones(3, device=DEV))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(3, device=DEV).add_(torch.ones(2, 3, device=DEV))
+    y = torch.ones(4, device=DEV)
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        y[1:].add_(y[:-1])  # partial overlap, as the CPU refuses it
 
 
 def test_mixed_devices_raise_like_cuda():

@@ -281,6 +281,9 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
 
+  // The arguments replaced by host views stay alive here: HostViews borrows
+  // the openreg tensors, and the stack may have held their only reference.
+  c10::SmallVector<c10::IValue, 8> arguments;
   HostViews views(device, policy.name);
   for (size_t i = arguments_begin; i < arguments_begin + num_arguments; ++i) {
     c10::IValue& value = (*stack)[i];
@@ -288,8 +291,9 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (value.toDevice().is_privateuseone()) {
         value = c10::Device(c10::kCPU);  // factories: build on the host view
       }
-    } else {
-      value = map_tensors(value, [&](const at::Tensor& t) { return views.alias(t); });
+    } else if (value.isTensor() || value.isTensorList() || value.isOptionalTensorList()) {
+      arguments.push_back(std::move(value));
+      value = map_tensors(arguments.back(), [&](const at::Tensor& t) { return views.alias(t); });
     }
   }
 

@@ -99,7 +99,7 @@ HostViews::HostViews(c10::Device device, std::string_view op_name)
 c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
   for (const auto& entry : storages_) {
-    if (entry.device.unsafeGetStorageImpl() == device_impl) {
+    if (entry.device == device_impl) {
       return entry.host;
     }
   }
@@ -114,14 +114,14 @@ c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
       std::move(view),
       &g_device_backed_allocator,
       device_storage.resizable());
-  storages_.push_back({device_storage, host, host.data()});
+  storages_.push_back({device_impl, host, host.data()});
   return host;
 }
 
 at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
-  const c10::TensorImpl* device_impl = device_tensor.unsafeGetTensorImpl();
+  c10::TensorImpl* device_impl = device_tensor.unsafeGetTensorImpl();
   for (const auto& entry : tensors_) {
-    if (entry.device.unsafeGetTensorImpl() == device_impl) {
+    if (entry.device == device_impl) {
       return entry.host;
     }
   }
@@ -133,17 +133,17 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
   host_impl->set_sizes_and_strides(
       device_tensor.sizes(), device_tensor.strides(), device_tensor.storage_offset());
   copy_flags(*device_impl, *host_impl);
-  tensors_.push_back({device_tensor, host});
+  tensors_.push_back({device_impl, host});
   return host;
 }
 
 void HostViews::write_back(StorageEntry& entry) {
   const c10::DataPtr& now = entry.host.data_ptr();
   const size_t nbytes = entry.host.nbytes();
-  if (now.get() == entry.host_data && nbytes == entry.device.nbytes()) {
+  c10::StorageImpl* device_impl = entry.device;
+  if (now.get() == entry.host_data && nbytes == device_impl->nbytes()) {
     return;
   }
-  c10::StorageImpl* device_impl = entry.device.unsafeGetStorageImpl();
   if (now.get() != entry.host_data) {
     if (HostAccess* access = owning_host_access(now)) {
       // Grown into device memory by the kernel: hand it over, no copy. The
@@ -151,7 +151,7 @@ void HostViews::write_back(StorageEntry& entry) {
       device_impl->set_data_ptr_noswap(std::move(access->owned));
       access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl);
     } else {
-      c10::DeviceGuard guard(entry.device.device());
+      c10::DeviceGuard guard(device_impl->device());
       c10::DataPtr fresh = c10::openreg::getDeviceAllocator()->allocate(nbytes);
       if (nbytes > 0) {
         OPENREG_CHECK(orMemcpy(fresh.get(), now.get(), nbytes, orMemcpyHostToDevice));
@@ -169,11 +169,12 @@ void HostViews::write_back() {
     write_back(entry);
   }
   for (auto& entry : tensors_) {
-    c10::TensorImpl* device_impl = entry.device.unsafeGetTensorImpl();
+    c10::TensorImpl* device_impl = entry.device;
     const c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
-    c10::Storage storage = device_storage_for(host_impl->storage());
-    if (storage.unsafeGetStorageImpl() != device_impl->storage().unsafeGetStorageImpl()) {
-      device_impl->set_storage_keep_dtype(std::move(storage));
+    c10::StorageImpl* storage = device_storage_for(host_impl->storage());
+    if (storage != device_impl->storage().unsafeGetStorageImpl()) {
+      device_impl->set_storage_keep_dtype(
+          c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)));
     }
     if (device_impl->sizes() != host_impl->sizes() ||
         device_impl->strides() != host_impl->strides() ||
@@ -187,7 +188,7 @@ void HostViews::write_back() {
   }
 }
 
-c10::Storage HostViews::device_storage_for(const c10::Storage& host_storage) {
+c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage) {
   const c10::StorageImpl* host_impl = host_storage.unsafeGetStorageImpl();
   for (const auto& entry : storages_) {
     if (entry.host.unsafeGetStorageImpl() == host_impl) {
@@ -212,8 +213,9 @@ c10::Storage HostViews::device_storage_for(const c10::Storage& host_storage) {
                              orMemcpyHostToDevice));
     }
   }
-  storages_.push_back({device, host_storage, host_storage.data()});
-  return device;
+  c10::StorageImpl* device_impl = device.unsafeGetStorageImpl();
+  storages_.push_back({device_impl, host_storage, host_storage.data(), std::move(device)});
+  return device_impl;
 }
 
 at::Tensor HostViews::to_device(const at::Tensor& host_result) {
@@ -223,7 +225,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   const c10::TensorImpl* host_impl = host_result.unsafeGetTensorImpl();
   for (const auto& entry : tensors_) {
     if (entry.host.unsafeGetTensorImpl() == host_impl) {
-      return entry.device;
+      return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(entry.device));
     }
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
@@ -233,7 +235,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       host_result.layout(),
       ", but the openreg device supports only torch.strided tensors");
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
-      device_storage_for(host_result.storage()),
+      c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),
       host_result.dtype());
   c10::TensorImpl* impl = result.unsafeGetTensorImpl();
@@ -241,6 +243,37 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       host_result.sizes(), host_result.strides(), host_result.storage_offset());
   copy_flags(*host_impl, *impl);
   return result;
+}
+
+HostAddresses::HostAddresses(c10::Device device) {
+  c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(device.index()));
+}
+
+HostAddresses::~HostAddresses() {
+  for (const Access& access : accesses_) {
+    if (orMemAccessEnd(access.device_base) != orSuccess) {
+      // A destructor must not throw.
+      std::fprintf(stderr, "openreg: orMemAccessEnd failed: %s\n", orGetLastErrorMessage());
+    }
+  }
+}
+
+void* HostAddresses::address(const at::TensorBase& device_tensor) {
+  const c10::Storage& storage = device_tensor.storage();
+  const void* base = storage.data();
+  if (base == nullptr) {
+    return nullptr;  // no bytes
+  }
+  const auto offset = static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base);
+  for (const Access& access : accesses_) {
+    if (access.device_base == base) {
+      return access.host_base + offset;
+    }
+  }
+  void* host = nullptr;
+  OPENREG_CHECK(orMemAccessBegin(base, storage.nbytes(), &host));
+  accesses_.push_back({base, static_cast<char*>(host)});
+  return static_cast<char*>(host) + offset;
 }
 
 } // namespace at::openreg

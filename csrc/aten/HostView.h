@@ -27,6 +27,12 @@ namespace at::openreg {
 // One instance serves one call: it deduplicates, so a tensor passed twice, or
 // two tensors sharing a storage, stay the same tensor / storage on the CPU
 // side, which CPU kernels' overlap checks and is_set_to rely on.
+//
+// It borrows the openreg tensors it aliases: the caller keeps them alive for
+// as long as the instance lives (kernel arguments are). Holding a reference
+// instead would be costly: a tensor that Python owns alone gets its Python
+// object pinned on the first extra C++ reference, which takes the GIL, and
+// released on the last, which takes it again.
 class HostViews {
  public:
   // `device` receives fresh results; `op_name` names the operator in errors.
@@ -39,24 +45,51 @@ class HostViews {
 
  private:
   struct StorageEntry {
-    c10::Storage device;
+    // Kept alive by `host` (its HostAccess context) or by `owned`.
+    c10::StorageImpl* device;
     c10::Storage host;
     const void* host_data;  // host view address when the alias was made
+    // A device copy of a storage the kernel allocated in CPU memory.
+    c10::Storage owned = {};
   };
   struct TensorEntry {
-    at::Tensor device;
+    c10::TensorImpl* device;  // borrowed from the caller
     at::Tensor host;
   };
 
   c10::Storage host_storage_for(const c10::Storage& device_storage);
   // The device storage behind a CPU storage seen after the kernel ran.
-  c10::Storage device_storage_for(const c10::Storage& host_storage);
+  c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
   void write_back(StorageEntry& entry);
 
   c10::Device device_;
   std::string_view op_name_;
   c10::SmallVector<StorageEntry, 4> storages_;
   c10::SmallVector<TensorEntry, 4> tensors_;
+};
+
+// The lighter form, for kernels that need addresses rather than tensors: the
+// host address of an openreg tensor's data, valid until destruction (one
+// scoped access per storage). TensorIterator kernels whose iterator was built
+// over the openreg tensors themselves use it to point the iterator's operands
+// at the host view (see StubKernels.cpp), which saves building a CPU tensor
+// per operand.
+class HostAddresses {
+ public:
+  // Waits for the work queued on `device`'s current stream.
+  explicit HostAddresses(c10::Device device);
+  ~HostAddresses();
+  HostAddresses(const HostAddresses&) = delete;
+  HostAddresses& operator=(const HostAddresses&) = delete;
+
+  void* address(const at::TensorBase& device_tensor);
+
+ private:
+  struct Access {
+    const void* device_base;
+    char* host_base;
+  };
+  c10::SmallVector<Access, 4> accesses_;
 };
 
 } // namespace at::openreg

@@ -2,19 +2,22 @@
 // views, resizing and storage swapping, and reading a scalar back. Views use
 // PyTorch's device-generic implementations: they only build a new TensorImpl
 // over the same storage, so they alias by construction.
+#include <cstring>
+
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/HostView.h"
 #include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStorage.h"
+#include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
 namespace {
@@ -141,10 +144,38 @@ at::Tensor as_strided(
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
+// item(): a device-to-host copy of one element, as CUDA does it, after the
+// work queued on the current stream. The bytes are read into a local buffer;
+// building a host view (a CPU tensor) for one scalar would cost more than the
+// read itself.
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(
+      self.numel() > 0,
+      "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(), " has no value to read");
   c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "aten::_local_scalar_dense");
-  return at::_local_scalar_dense(views.alias(self));
+  c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
+  alignas(16) unsigned char bytes[16];
+  const size_t itemsize = self.dtype().itemsize();
+  TORCH_INTERNAL_ASSERT(itemsize <= sizeof(bytes));
+  OPENREG_CHECK(orMemcpy(bytes, self.const_data_ptr(), itemsize, orMemcpyDeviceToHost));
+  at::Scalar result;
+  // The CPU kernel's type list, so the same dtypes are accepted.
+  AT_DISPATCH_V2(
+      self.scalar_type(),
+      "_local_scalar_dense_openreg",
+      AT_WRAP([&] {
+        scalar_t value;
+        std::memcpy(&value, bytes, sizeof(scalar_t));
+        result = at::Scalar(value);
+      }),
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX),
+      c10::kComplexHalf,
+      c10::kHalf,
+      c10::kBool,
+      c10::kBFloat16,
+      AT_EXPAND(AT_FLOAT8_TYPES),
+      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return result;
 }
 
 } // namespace

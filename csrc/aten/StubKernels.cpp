@@ -4,15 +4,23 @@
 //
 // Two registrations are needed per operator, because a stub is only reached
 // from inside the operator that calls it:
-//   1. the operator's `.out` overload, registered for PrivateUse1. It checks
-//      devices as CUDA does, then builds the TensorIterator over host views of
-//      the openreg memory (HostViews): for a structured operator, its meta
-//      class completed the way PyTorch's generated code completes it for its
-//      own backends (OutKernel below). Building over host views matters: the
-//      iterator inserts its dtype-casting temporaries only for CPU tensors
-//      (CUDA kernels cast while loading; CPU loops do not cast at all). Then
-//      the stub is called for PrivateUse1. The functional and in-place
-//      overloads reach `.out` through PyTorch's default PrivateUse1 kernels.
+//   1. the operator itself (functional, in-place and `.out` overloads),
+//      registered for PrivateUse1. It checks devices as CUDA does, runs the
+//      structured meta function (completed into a kernel the way PyTorch's
+//      generated code completes it for its own backends), then calls the stub
+//      for PrivateUse1. The CPU loops behind the stub read and write memory
+//      directly and do not cast, so the iterator must hand them host
+//      addresses of operands already in the common dtype:
+//        - direct path: the iterator is built over the openreg tensors; when
+//          it needs no dtype conversion, its operands are pointed at the host
+//          view of the same memory (HostAddresses) and the stub runs;
+//        - host path: otherwise (mixed dtypes, CPU scalars), the iterator is
+//          rebuilt over host views (HostViews), CPU tensors for which it
+//          inserts its casting temporaries, as it does only for CPU tensors.
+//      Registering the functional and in-place overloads too, rather than
+//      letting PyTorch's default PrivateUse1 kernels reach `.out` (which run
+//      the meta function twice and allocate through the dispatcher), keeps a
+//      small operator's cost close to the CPU's.
 //   2. the stub's PrivateUse1 kernel (REGISTER_PRIVATEUSE1_DISPATCH): the CPU
 //      kernel of the same stub, so the same vectorized loops run on the same
 //      memory as on the CPU, bit-identical results, no copy.
@@ -25,6 +33,9 @@
 #define HAVE_AVX2_CPU_DEFINITION
 #endif
 
+#include <type_traits>
+
+#include <ATen/EmptyTensor.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
@@ -51,37 +62,80 @@
 #include <ATen/ops/sum_meta.h>
 #include <ATen/ops/tanh_meta.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
 #include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
+#include "runtime/OpenRegDeviceAllocator.h"
 
 namespace at::openreg {
 namespace {
 
-// The PrivateUse1 kernel of a stub: the CPU kernel of the same stub. Its
-// iterator must be over host views (see above); one over openreg tensors
-// would hand CPU loops uncast operands, so it is refused.
+// The PrivateUse1 kernel of a stub: the CPU kernel of the same stub. Every
+// openreg operand of its iterator must point at host memory (see above); one
+// still pointing at device memory is refused rather than faulting.
 template <auto& Stub, typename Iterator, typename... Args>
 void on_host(Iterator& iter, Args... args) {
   for (int i = 0; i < iter.ntensors(); ++i) {
+    const at::TensorBase& operand = iter.tensor_base(i);
     TORCH_CHECK_NOT_IMPLEMENTED(
-        !iter.tensor_base(i).is_privateuseone(),
-        "openreg stub kernels run on TensorIterators built over host views of device memory "
-        "(see csrc/aten/StubKernels.cpp); got one over openreg tensors");
+        !operand.is_privateuseone() || operand.storage().data() == nullptr ||
+            iter.data_ptr(i) != operand.data_ptr(),
+        "openreg stub kernels run on TensorIterators whose operands point at host memory "
+        "(see csrc/aten/StubKernels.cpp); operand ", i, " points at device memory");
   }
   Stub(c10::DeviceType::CPU, iter, args...);
 }
 
-// One stub-backed call: the device check, the device guard, and host views of
-// the openreg arguments; finish() carries a resize of `out` back.
+// The device check (over every tensor argument) and the device guard.
+class DeviceCall {
+ public:
+  template <typename... Args>
+  explicit DeviceCall(std::string_view op, const Args&... args)
+      : device_(common_device(op, args...)), guard_(device_) {}
+
+  c10::Device device() const {
+    return device_;
+  }
+
+ private:
+  template <typename... Args>
+  static c10::Device common_device(std::string_view op, const Args&... args) {
+    DeviceCheck check(op);
+    (check_argument(check, args), ...);
+    return check.device();
+  }
+
+  template <typename T>
+  static void check_argument(DeviceCheck& check, const T& argument) {
+    if constexpr (std::is_same_v<T, at::Tensor>) {
+      check.check(argument);
+    }
+  }
+
+  c10::Device device_;
+  c10::DeviceGuard guard_;
+};
+
+// Host views of the openreg arguments, for the host path; finish() carries a
+// resize of an out= argument back.
 class HostCall {
  public:
-  HostCall(std::string_view op, std::initializer_list<at::Tensor> tensors)
-      : device_(common_device(op, tensors)), guard_(device_), views_(device_, op) {}
+  HostCall(c10::Device device, std::string_view op) : views_(device, op) {}
 
   at::Tensor host(const at::Tensor& t) {
     return t.defined() && t.is_privateuseone() ? views_.alias(t) : t;
+  }
+
+  // Any argument: tensors become host views, the rest passes through.
+  template <typename T>
+  decltype(auto) argument(const T& value) {
+    if constexpr (std::is_same_v<T, at::Tensor>) {
+      return host(value);
+    } else {
+      return (value);
+    }
   }
 
   void finish() {
@@ -89,18 +143,50 @@ class HostCall {
   }
 
  private:
-  c10::Device device_;
-  c10::DeviceGuard guard_;
   HostViews views_;
 };
 
-// A structured operator's meta class completed into an out= kernel, as
-// PyTorch's generated code does for its in-tree backends: the meta function
+// What the meta function asked for an output, applied to an existing tensor
+// (out=, in-place): a dtype check and resize_output. Strides from the meta
+// function are advice, applied only to a tensor that had to be resized anyway.
+void resize_out(
+    const at::Tensor& out,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    const c10::TensorOptions& options) {
+  TORCH_CHECK(
+      options.dtype() == out.dtype(),
+      "Expected out tensor to have dtype ", options.dtype(), ", but got ", out.dtype(), " instead");
+  if (at::native::resize_output(out, sizes)) {
+    if (!strides.empty()) {
+      out.as_strided_(sizes, strides);
+    } else if (options.memory_format_opt().has_value()) {
+      out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+    }
+  }
+}
+
+// A structured operator's meta class completed into a kernel, as PyTorch's
+// generated code completes it for its in-tree backends: the meta function
 // reports the output's size, strides and dtype through set_output_*, and this
-// resizes the caller's `out` accordingly.
-template <typename Meta>
-struct OutKernel final : public Meta {
-  explicit OutKernel(const at::Tensor& out) : out_(out) {}
+// either allocates the output (functional call) or checks and resizes the
+// caller's tensor (out=, and in-place, where it is `self`).
+//
+// `HostOutput` false: the direct path, over the openreg tensors; a fresh
+// output is openreg memory. true: the host path, where the meta function sees
+// host views only, the output included; a fresh output is openreg memory seen
+// through a host view.
+template <typename Meta, bool HostOutput>
+struct Kernel final : public Meta {
+  // `out`: the out= tensor, `self` for an in-place call, undefined for a
+  // functional call (it is borrowed: see HostView.h for why no reference is
+  // taken). `call`: the host views, for the host path.
+  explicit Kernel(const at::Tensor& out, HostCall* call = nullptr)
+      : call_(call), device_out_(c10::MaybeOwned<at::Tensor>::borrowed(out)) {
+    if constexpr (HostOutput) {
+      host_out_ = call->host(out);
+    }
+  }
 
   void set_output_strided(
       int64_t index,
@@ -115,126 +201,217 @@ struct OutKernel final : public Meta {
       c10::IntArrayRef sizes,
       c10::IntArrayRef strides,
       c10::TensorOptions options) override {
-    resize_out(sizes, strides, options);
+    if (device_out_->defined()) {
+      resize_out(output(), sizes, strides, options);
+    } else {
+      allocate_out(sizes, strides, options);
+    }
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Meta>) {
       Meta::set_output_raw_strided(index, sizes, strides, options);
     }
   }
 
   const at::Tensor& maybe_get_output(int64_t /*index*/) override {
-    return out_;
+    return output();
+  }
+
+  // The output as the meta function sees it.
+  const at::Tensor& output() const {
+    return HostOutput ? host_out_ : *device_out_;
+  }
+
+  // The openreg result: the caller's tensor, borrowed, for out= and in-place
+  // calls; the fresh output for functional calls.
+  c10::MaybeOwned<at::Tensor> take_result() {
+    return std::move(device_out_);
   }
 
  private:
-  void resize_out(c10::IntArrayRef sizes, c10::IntArrayRef strides, const c10::TensorOptions& options) {
-    TORCH_CHECK(
-        options.dtype() == out_.dtype(),
-        "Expected out tensor to have dtype ", options.dtype(), ", but got ", out_.dtype(), " instead");
-    TORCH_CHECK(
-        options.device() == out_.device(),
-        "Expected out tensor to have device ", options.device(), ", but got ", out_.device(), " instead");
-    // Strides from the meta function are advice, applied only to a tensor
-    // that had to be resized anyway.
-    if (at::native::resize_output(out_, sizes)) {
-      if (!strides.empty()) {
-        out_.as_strided_(sizes, strides);
-      } else if (options.memory_format_opt().has_value()) {
-        out_.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
-      }
+  // As the CPU's structured kernels create outputs, in device memory.
+  void allocate_out(c10::IntArrayRef sizes, c10::IntArrayRef strides, const c10::TensorOptions& options) {
+    const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+    c10::Allocator* allocator = c10::openreg::getDeviceAllocator();
+    device_out_ = c10::MaybeOwned<at::Tensor>::owned(
+        strides.empty()
+            ? at::detail::empty_generic(
+                  sizes, allocator, keys, options.dtype().toScalarType(), options.memory_format_opt())
+            : at::detail::empty_strided_generic(sizes, strides, allocator, keys, options.dtype().toScalarType()));
+    if constexpr (HostOutput) {
+      host_out_ = call_->host(*device_out_);
     }
   }
 
-  const at::Tensor& out_;
+  HostCall* call_;
+  c10::MaybeOwned<at::Tensor> device_out_;
+  at::Tensor host_out_;  // the host path's view of the output
 };
 
-// Unary float functions: meta, then the stub.
-#define OPENREG_UNARY_OUT(NAME)                                              \
-  at::Tensor& NAME##_out(const at::Tensor& self, at::Tensor& out) {          \
-    HostCall call("aten::" #NAME ".out", {self, out});                       \
-    const at::Tensor host_out = call.host(out);                              \
-    OutKernel<at::meta::structured_##NAME> op(host_out);                     \
-    op.meta(call.host(self));                                                \
-    at::native::NAME##_stub(c10::DeviceType::PrivateUse1, op);               \
-    call.finish();                                                           \
-    return out;                                                              \
+// True if the CPU loops can run on this iterator's operands as they are: all
+// openreg tensors, in the common dtype (outputs too, for operators whose
+// iterator casts its outputs). A CPU scalar operand goes to the host path,
+// where the iterator casts it as the CPU does.
+bool needs_no_casts(const at::TensorIteratorBase& iter, bool casts_outputs) {
+  const std::optional<c10::ScalarType> common = iter.maybe_common_dtype();
+  if (!common) {
+    return false;
   }
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    if (!iter.tensor_base(i).is_privateuseone()) {
+      return false;
+    }
+    const bool output = i < iter.noutputs();
+    if ((!output || casts_outputs) && iter.dtype(i) != *common) {
+      return false;
+    }
+  }
+  return true;
+}
 
-OPENREG_UNARY_OUT(neg)
-OPENREG_UNARY_OUT(exp)
-OPENREG_UNARY_OUT(log)
-OPENREG_UNARY_OUT(sqrt)
-OPENREG_UNARY_OUT(sin)
-OPENREG_UNARY_OUT(cos)
-OPENREG_UNARY_OUT(tanh)
-OPENREG_UNARY_OUT(sigmoid)
-#undef OPENREG_UNARY_OUT
+// One call of operator `Op` (see the top of the file): the direct path, or
+// the host path when the iterator would need casts. `out` is the out= tensor,
+// `self` for in-place, undefined for functional; returns the openreg result.
+// Op provides meta(kernel, arguments...) and stub(iterator, arguments...).
+template <typename Op, typename... Args>
+c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, const Args&... args) {
+  DeviceCall device_call(name, args..., out);
+  Kernel<typename Op::Meta, /*HostOutput=*/false> direct(out);
+  Op::meta(direct, args...);
+  if (needs_no_casts(direct, Op::casts_outputs)) {
+    HostAddresses addresses(device_call.device());
+    for (int i = 0; i < direct.ntensors(); ++i) {
+      direct.unsafe_replace_operand(i, addresses.address(direct.tensor_base(i)));
+    }
+    Op::stub(direct, args...);
+    return direct.take_result();
+  }
+  // The output, if the call had none, was allocated by the direct attempt.
+  c10::MaybeOwned<at::Tensor> result = direct.take_result();
+  HostCall host_call(device_call.device(), name);
+  Kernel<typename Op::Meta, /*HostOutput=*/true> host(*result, &host_call);
+  Op::meta(host, host_call.argument(args)...);
+  Op::stub(host, args...);
+  host_call.finish();
+  return result;
+}
 
-at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  HostCall call("aten::add.out", {self, other, out});
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_add_Tensor> op(host_out);
-  op.meta(call.host(self), call.host(other), alpha);
-  at::native::add_stub(c10::DeviceType::PrivateUse1, op, alpha);
-  call.finish();
+// The three registered entry points of a TensorIterator operator.
+template <typename Op, typename... Args>
+at::Tensor functional(Args... args) {
+  return *call<Op>(Op::functional_name, at::Tensor(), args...);
+}
+
+template <typename Op, typename... Args>
+at::Tensor& in_place(at::Tensor& self, Args... args) {
+  call<Op>(Op::in_place_name, self, self, args...);
+  return self;
+}
+
+template <typename Op, typename... Args>
+at::Tensor& out(Args... args, at::Tensor& out) {
+  call<Op>(Op::out_name, out, args...);
   return out;
 }
+
+// The operators: each names its overloads, runs its meta function on the
+// (openreg or host) tensors it is given, and calls its stub.
+#define OPENREG_UNARY_OP(NAME)                                          \
+  struct NAME##_op {                                                    \
+    using Meta = at::meta::structured_##NAME;                           \
+    static constexpr bool casts_outputs = true;                         \
+    static constexpr const char* functional_name = "aten::" #NAME;      \
+    static constexpr const char* in_place_name = "aten::" #NAME "_";    \
+    static constexpr const char* out_name = "aten::" #NAME ".out";      \
+    template <typename K>                                               \
+    static void meta(K& op, const at::Tensor& self) {                   \
+      op.meta(self);                                                    \
+    }                                                                   \
+    static void stub(at::TensorIteratorBase& iter, const at::Tensor&) { \
+      at::native::NAME##_stub(c10::DeviceType::PrivateUse1, iter);      \
+    }                                                                   \
+  };
+
+OPENREG_UNARY_OP(neg)
+OPENREG_UNARY_OP(exp)
+OPENREG_UNARY_OP(log)
+OPENREG_UNARY_OP(sqrt)
+OPENREG_UNARY_OP(sin)
+OPENREG_UNARY_OP(cos)
+OPENREG_UNARY_OP(tanh)
+OPENREG_UNARY_OP(sigmoid)
+#undef OPENREG_UNARY_OP
+
+struct add_op {
+  using Meta = at::meta::structured_add_Tensor;
+  static constexpr bool casts_outputs = true;
+  static constexpr const char* functional_name = "aten::add.Tensor";
+  static constexpr const char* in_place_name = "aten::add_.Tensor";
+  static constexpr const char* out_name = "aten::add.out";
+  template <typename K>
+  static void meta(K& op, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+    op.meta(self, other, alpha);
+  }
+  static void stub(at::TensorIteratorBase& iter, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha) {
+    at::native::add_stub(c10::DeviceType::PrivateUse1, iter, alpha);
+  }
+};
 
 // sub is add with -alpha, after sub's own argument checks in its meta.
-at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  HostCall call("aten::sub.out", {self, other, out});
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_sub_Tensor> op(host_out);
-  op.meta(call.host(self), call.host(other), alpha);
-  at::native::add_stub(c10::DeviceType::PrivateUse1, op, -alpha);
-  call.finish();
-  return out;
-}
+struct sub_op {
+  using Meta = at::meta::structured_sub_Tensor;
+  static constexpr bool casts_outputs = true;
+  static constexpr const char* functional_name = "aten::sub.Tensor";
+  static constexpr const char* in_place_name = "aten::sub_.Tensor";
+  static constexpr const char* out_name = "aten::sub.out";
+  template <typename K>
+  static void meta(K& op, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+    op.meta(self, other, alpha);
+  }
+  static void stub(at::TensorIteratorBase& iter, const at::Tensor&, const at::Tensor&, const at::Scalar& alpha) {
+    at::native::add_stub(c10::DeviceType::PrivateUse1, iter, -alpha);
+  }
+};
 
-at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  HostCall call("aten::mul.out", {self, other, out});
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_mul_Tensor> op(host_out);
-  op.meta(call.host(self), call.host(other));
-  at::native::mul_stub(c10::DeviceType::PrivateUse1, op);
-  call.finish();
-  return out;
-}
+// CASTS_OUTPUTS: false for comparisons, whose bool output the loops write
+// directly whatever the common dtype.
+#define OPENREG_BINARY_OP(NAME, META, STUB, CASTS_OUTPUTS, FUNCTIONAL, IN_PLACE, OUT)          \
+  struct NAME##_op {                                                                           \
+    using Meta = at::meta::META;                                                               \
+    static constexpr bool casts_outputs = CASTS_OUTPUTS;                                       \
+    static constexpr const char* functional_name = FUNCTIONAL;                                 \
+    static constexpr const char* in_place_name = IN_PLACE;                                     \
+    static constexpr const char* out_name = OUT;                                               \
+    template <typename K>                                                                      \
+    static void meta(K& op, const at::Tensor& self, const at::Tensor& other) {                 \
+      op.meta(self, other);                                                                    \
+    }                                                                                          \
+    static void stub(at::TensorIteratorBase& iter, const at::Tensor&, const at::Tensor&) {    \
+      at::native::STUB(c10::DeviceType::PrivateUse1, iter);                                    \
+    }                                                                                          \
+  };
 
-at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  HostCall call("aten::div.out", {self, other, out});
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_div_Tensor> op(host_out);
-  op.meta(call.host(self), call.host(other));
-  at::native::div_true_stub(c10::DeviceType::PrivateUse1, op);
-  call.finish();
-  return out;
-}
+OPENREG_BINARY_OP(mul, structured_mul_Tensor, mul_stub, true, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out")
+OPENREG_BINARY_OP(div, structured_div_Tensor, div_true_stub, true, "aten::div.Tensor", "aten::div_.Tensor", "aten::div.out")
+OPENREG_BINARY_OP(eq, structured_eq_Tensor, eq_stub, false, "aten::eq.Tensor", "aten::eq_.Tensor", "aten::eq.Tensor_out")
+#undef OPENREG_BINARY_OP
 
-at::Tensor& eq_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  HostCall call("aten::eq.Tensor_out", {self, other, out});
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_eq_Tensor> op(host_out);
-  op.meta(call.host(self), call.host(other));
-  at::native::eq_stub(c10::DeviceType::PrivateUse1, op);
-  call.finish();
-  return out;
-}
-
-// The reduction's meta only sizes `out`; the reduction iterator is built as
-// the CPU kernel builds it, so the summation order is the CPU's. Like the
-// CPU, half and bfloat16 sums accumulate in float across every reduced
-// dimension and round once at the end.
-at::Tensor& sum_out(
+// sum runs on the host path only: the reduction's meta only sizes the output,
+// and the reduction iterator is built as the CPU kernel builds it, over host
+// views, so the summation order is the CPU's. Like the CPU, half and bfloat16
+// sums accumulate in float across every reduced dimension and round once at
+// the end.
+c10::MaybeOwned<at::Tensor> sum_call(
+    std::string_view name,
+    const at::Tensor& out,
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
     bool keepdim,
-    std::optional<c10::ScalarType> dtype,
-    at::Tensor& out) {
-  HostCall call("aten::sum.IntList_out", {self, out});
-  const at::Tensor host_self = call.host(self);
-  const at::Tensor host_out = call.host(out);
-  OutKernel<at::meta::structured_sum_dim_IntList> op(host_out);
+    std::optional<c10::ScalarType> dtype) {
+  DeviceCall device_call(name, self, out);
+  HostCall host_call(device_call.device(), name);
+  Kernel<at::meta::structured_sum_dim_IntList, /*HostOutput=*/true> op(out, &host_call);
+  const at::Tensor host_self = host_call.host(self);
   op.meta(host_self, dim, keepdim, dtype);
+  const at::Tensor& host_out = op.output();
   const bool reduced_precision = at::isReducedFloatingType(host_out.scalar_type());
   at::Tensor accumulator =
       reduced_precision ? at::empty(host_out.sizes(), host_out.options().dtype(at::kFloat)) : host_out;
@@ -248,7 +425,25 @@ at::Tensor& sum_out(
       host_out.copy_(accumulator);
     }
   }
-  call.finish();
+  host_call.finish();
+  return op.take_result();
+}
+
+at::Tensor sum(
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<c10::ScalarType> dtype) {
+  return *sum_call("aten::sum.dim_IntList", at::Tensor(), self, dim, keepdim, dtype);
+}
+
+at::Tensor& sum_out(
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<c10::ScalarType> dtype,
+    at::Tensor& out) {
+  sum_call("aten::sum.IntList_out", out, self, dim, keepdim, dtype);
   return out;
 }
 
@@ -256,7 +451,8 @@ at::Tensor& sum_out(
 // complex_to_float_out (complex input into a real output goes through a
 // complex temporary).
 at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
-  HostCall call("aten::abs.out", {self, out});
+  const DeviceCall device_call("aten::abs.out", self, out);
+  HostCall call(device_call.device(), "aten::abs.out");
   const at::Tensor host_self = call.host(self);
   at::Tensor host_out = call.host(out);
   if (self.is_complex() && !out.is_complex()) {
@@ -302,20 +498,39 @@ int64_t fused_sdp_choice(
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // The argument types exactly as in the operators' C++ signatures.
+  using Tensor = const at::Tensor&;
+  using Scalar = const c10::Scalar&;
   m.impl("abs.out", TORCH_FN(abs_out));
-  m.impl("neg.out", TORCH_FN(neg_out));
-  m.impl("exp.out", TORCH_FN(exp_out));
-  m.impl("log.out", TORCH_FN(log_out));
-  m.impl("sqrt.out", TORCH_FN(sqrt_out));
-  m.impl("sin.out", TORCH_FN(sin_out));
-  m.impl("cos.out", TORCH_FN(cos_out));
-  m.impl("tanh.out", TORCH_FN(tanh_out));
-  m.impl("sigmoid.out", TORCH_FN(sigmoid_out));
-  m.impl("add.out", TORCH_FN(add_out));
-  m.impl("sub.out", TORCH_FN(sub_out));
-  m.impl("mul.out", TORCH_FN(mul_out));
-  m.impl("div.out", TORCH_FN(div_out));
-  m.impl("eq.Tensor_out", TORCH_FN(eq_out));
+#define OPENREG_REGISTER_UNARY(NAME)                               \
+  m.impl(#NAME, TORCH_FN((functional<NAME##_op, Tensor>)));        \
+  m.impl(#NAME "_", TORCH_FN((in_place<NAME##_op>)));              \
+  m.impl(#NAME ".out", TORCH_FN((out<NAME##_op, Tensor>)));
+  OPENREG_REGISTER_UNARY(neg)
+  OPENREG_REGISTER_UNARY(exp)
+  OPENREG_REGISTER_UNARY(log)
+  OPENREG_REGISTER_UNARY(sqrt)
+  OPENREG_REGISTER_UNARY(sin)
+  OPENREG_REGISTER_UNARY(cos)
+  OPENREG_REGISTER_UNARY(tanh)
+  OPENREG_REGISTER_UNARY(sigmoid)
+#undef OPENREG_REGISTER_UNARY
+  m.impl("add.Tensor", TORCH_FN((functional<add_op, Tensor, Tensor, Scalar>)));
+  m.impl("add_.Tensor", TORCH_FN((in_place<add_op, Tensor, Scalar>)));
+  m.impl("add.out", TORCH_FN((out<add_op, Tensor, Tensor, Scalar>)));
+  m.impl("sub.Tensor", TORCH_FN((functional<sub_op, Tensor, Tensor, Scalar>)));
+  m.impl("sub_.Tensor", TORCH_FN((in_place<sub_op, Tensor, Scalar>)));
+  m.impl("sub.out", TORCH_FN((out<sub_op, Tensor, Tensor, Scalar>)));
+  m.impl("mul.Tensor", TORCH_FN((functional<mul_op, Tensor, Tensor>)));
+  m.impl("mul_.Tensor", TORCH_FN((in_place<mul_op, Tensor>)));
+  m.impl("mul.out", TORCH_FN((out<mul_op, Tensor, Tensor>)));
+  m.impl("div.Tensor", TORCH_FN((functional<div_op, Tensor, Tensor>)));
+  m.impl("div_.Tensor", TORCH_FN((in_place<div_op, Tensor>)));
+  m.impl("div.out", TORCH_FN((out<div_op, Tensor, Tensor>)));
+  m.impl("eq.Tensor", TORCH_FN((functional<eq_op, Tensor, Tensor>)));
+  m.impl("eq_.Tensor", TORCH_FN((in_place<eq_op, Tensor>)));
+  m.impl("eq.Tensor_out", TORCH_FN((out<eq_op, Tensor, Tensor>)));
+  m.impl("sum.dim_IntList", TORCH_FN(sum));
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
 }
 

@@ -34,6 +34,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
 namespace {
@@ -411,8 +412,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &raw_delete, make_device(device)};
     }
-    const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
-                                   ->getStream(make_device(device));
+    const c10::Stream stream = getCurrentOpenRegStream(device);
     Block* block = cache(device).malloc(nbytes, stream);
     remember(block);
     return {block->ptr, block->ptr, &raw_delete, make_device(device)};
