@@ -393,9 +393,11 @@ def test_random_operator_uses_device_generator():
     csr_cpu = sparse_input().to_sparse_csr()
     torch.manual_seed(11)
     expected = csr_cpu.clone().normal_()
-    torch.manual_seed(11)
+    torch.openreg.manual_seed(11)  # the CPU generator has moved on: only the device's gives `expected` again
+    cpu_state = torch.get_rng_state()
     actual = csr_cpu.to(DEVICE).normal_()
     assert_sparse_same(actual, expected)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
 
 
 # --------------------------------------------------------------------------
@@ -563,3 +565,30 @@ def test_no_warnings_beyond_the_cpus():
         warnings.simplefilter("always")
         torch.sparse.mm(cpu.to(DEVICE).coalesce(), torch.ones(4, 2, device=DEVICE))
     assert [str(w.message) for w in device_warnings] == [str(w.message) for w in cpu_warnings]
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_bsc], ids=layout_id)
+def test_save_load_and_deepcopy(layout):
+    import copy
+    import io
+
+    cpu = sparse_input(torch.float32, (4, 6)).to_sparse(**to_sparse_kwargs(layout))
+    buffer = io.BytesIO()
+    torch.save(cpu.to(DEVICE), buffer)
+    buffer.seek(0)
+    assert_sparse_same(torch.load(buffer), cpu)
+    assert_sparse_same(copy.deepcopy(cpu.to(DEVICE)), cpu)
+
+
+def test_hybrid_and_autograd_of_sum():
+    dense = sparse_input(torch.float64, (3, 4, 2))
+    hybrid = dense.to_sparse(2)
+    check_same(lambda x: x * x, hybrid)
+    check_same(lambda x: torch.sparse.sum(x, dim=0), hybrid)
+    check_same(lambda x, d: torch.sparse.mm(torch.sparse.sum(x, dim=2), d),
+               hybrid, make_cpu((4, 3), torch.float64))
+    x_cpu = hybrid.clone().requires_grad_()
+    x = hybrid.to(DEVICE).requires_grad_()
+    torch.sparse.sum(x_cpu, dim=1).to_dense().pow(2).sum().backward()
+    torch.sparse.sum(x, dim=1).to_dense().pow(2).sum().backward()
+    assert_sparse_same(x.grad, x_cpu.grad)

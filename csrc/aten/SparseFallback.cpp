@@ -186,6 +186,12 @@ c10::IValue map_tensors(const c10::IValue& value, Fn&& fn) {
   return value;
 }
 
+bool is_optional_generator(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.type();
+  return type->kind() == c10::TypeKind::OptionalType &&
+      type->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+}
+
 std::string operator_name(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.schema().operator_name();
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
@@ -216,7 +222,7 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
       if (value.toDevice().is_privateuseone()) {
         value = c10::Device(c10::kCPU);
       }
-    } else if (arguments[i].type()->str() == "Generator?") {
+    } else if ((value.isNone() || value.isGenerator()) && is_optional_generator(arguments[i])) {
       // Random operators draw from the device's generator, never the CPU's.
       value = c10::openreg::host_generator_for(
           value.isNone() ? std::nullopt : std::optional<at::Generator>(value.toGenerator()), device);
