@@ -306,6 +306,19 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+void count_fallback_call(const c10::OperatorHandle& op) {
+  const OpPolicy& policy = policy_for(op);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      settings().enabled,
+      "The operator '",
+      policy.name,
+      "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
+  policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
+  if (settings().warn && !policy.counter->warned.exchange(true)) {
+    TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
+  }
+}
+
 std::vector<std::pair<std::string, uint64_t>> fallback_stats() {
   std::vector<std::pair<std::string, uint64_t>> stats;
   std::lock_guard<std::mutex> lock(g_counters_mutex);

@@ -5,7 +5,15 @@
 #include <utility>
 #include <vector>
 
+namespace c10 {
+class OperatorHandle;
+} // namespace c10
+
 namespace at::openreg {
+
+// For other fallbacks (SparseFallback.cpp): applies OPENREG_FALLBACK=0 and
+// OPENREG_FALLBACK_WARN to a call of `op` and counts it in fallback_stats().
+void count_fallback_call(const c10::OperatorHandle& op);
 
 // Calls that ran on the CPU fallback, per operator, since the last reset
 // (operators with at least one call, sorted by name).

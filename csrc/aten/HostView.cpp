@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
+#include "aten/SparseFallback.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStream.h"
@@ -228,12 +229,9 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(entry.device));
     }
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      host_result.layout() == c10::kStrided,
-      op_name_,
-      " produced a tensor with layout ",
-      host_result.layout(),
-      ", but the openreg device supports only torch.strided tensors");
+  if (host_result.layout() != c10::kStrided) {
+    return sparse_to_device(*this, host_result, op_name_);
+  }
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),

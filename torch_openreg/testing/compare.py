@@ -25,10 +25,33 @@ def assert_tensor_matches(actual, expected, exact, metadata_only=False, device=D
         return
     host = actual.detach().cpu()
     expected = expected.detach()
-    if host.layout != torch.strided:
-        host, expected = host.to_dense(), expected.to_dense()
     tolerances = {"rtol": 0, "atol": 0} if exact or not _is_inexact(expected.dtype) else {}
+    if host.layout != torch.strided:
+        _assert_sparse_structure_matches(host, expected)
+        host, expected = host.to_dense(), expected.to_dense()
     torch.testing.assert_close(host, expected, equal_nan=True, check_device=False, **tolerances)
+
+
+def _assert_sparse_structure_matches(host, expected):
+    """Same nnz, dense dimensions, index tensors and (COO) coalesced flag: the same CPU kernels ran on both."""
+    for name in ("_nnz", "dense_dim"):
+        got, want = getattr(host, name)(), getattr(expected, name)()
+        if got != want:
+            raise AssertionError(f"{name}() {got}, expected {want}")
+    if host.layout == torch.sparse_coo:
+        if host.is_coalesced() != expected.is_coalesced():
+            raise AssertionError(f"is_coalesced() {host.is_coalesced()}, expected {expected.is_coalesced()}")
+        indices = [("indices", host._indices(), expected._indices())]
+    else:
+        compressed, plain = (
+            ("crow_indices", "col_indices")
+            if host.layout in (torch.sparse_csr, torch.sparse_bsr)
+            else ("ccol_indices", "row_indices")
+        )
+        indices = [(name, getattr(host, name)(), getattr(expected, name)()) for name in (compressed, plain)]
+    for name, got, want in indices:
+        if got.dtype != want.dtype or not torch.equal(got, want):
+            raise AssertionError(f"{name} {got}, expected {want}")
 
 
 def _is_inexact(dtype):
