@@ -85,13 +85,15 @@ class SparseHostViews {
         return entry.host;
       }
     }
-    Entry entry{device_sparse, {}, {}};
+    Entry entry{device_sparse, {}, {}, {}};
     if (device_sparse.layout() == c10::kSparse) {
       const at::SparseTensorImpl* impl = coo_impl(device_sparse);
+      entry.device_components = {impl->indices(), impl->values()};
       entry.components = {views_.alias(impl->indices()), views_.alias(impl->values())};
       entry.host = make_coo(c10::DispatchKey::SparseCPU, device_sparse, entry.components[0], entry.components[1]);
     } else {
       const at::SparseCsrTensorImpl* impl = compressed_impl(device_sparse);
+      entry.device_components = {impl->compressed_indices(), impl->plain_indices(), impl->values()};
       entry.components = {
           views_.alias(impl->compressed_indices()), views_.alias(impl->plain_indices()), views_.alias(impl->values())};
       entry.host = make_compressed(
@@ -157,6 +159,9 @@ class SparseHostViews {
     at::Tensor host;
     // The host aliases of the device components, in the TensorImpl's order.
     c10::SmallVector<at::Tensor, 3> components;
+    // The device components themselves, kept alive for HostViews (which
+    // borrows them) after write_back may have replaced them in `device`.
+    c10::SmallVector<at::Tensor, 3> device_components;
   };
 
   HostViews& views_;
@@ -214,6 +219,9 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
   c10::DeviceGuard guard(device);
   count_fallback_call(op);
 
+  // The arguments replaced by host views stay alive here: HostViews borrows
+  // the openreg tensors, and the stack may have held their only reference.
+  c10::SmallVector<c10::IValue, 8> originals;
   HostViews views(device, name);
   SparseHostViews sparse(views);
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -226,8 +234,9 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
       // Random operators draw from the device's generator, never the CPU's.
       value = c10::openreg::host_generator_for(
           value.isNone() ? std::nullopt : std::optional<at::Generator>(value.toGenerator()), device);
-    } else {
-      value = map_tensors(value, [&](const at::Tensor& t) {
+    } else if (value.isTensor() || value.isTensorList() || value.isOptionalTensorList()) {
+      originals.push_back(std::move(value));
+      value = map_tensors(originals.back(), [&](const at::Tensor& t) {
         if (!t.defined() || !t.device().is_privateuseone()) {
           return t;
         }

@@ -99,8 +99,15 @@ bool OpenRegStream::query() const {
 }
 
 void OpenRegStream::synchronize() const {
-  c10::DeviceGuard guard(stream_.device());
-  OPENREG_CHECK(orStreamSynchronize(handle()));
+  // A null handle (the default stream) means the current device's, so the
+  // stream's device must be current; host executions synchronize on every
+  // call, so skip the guard when it already is.
+  const c10::DeviceIndex previous = exchange_device(stream_.device_index());
+  const orError_t err = orStreamSynchronize(handle());
+  if (previous != stream_.device_index()) {
+    set_device(previous);
+  }
+  OPENREG_CHECK(err);
 }
 
 OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device) {
