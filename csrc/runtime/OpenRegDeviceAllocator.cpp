@@ -23,7 +23,6 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
-#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -95,8 +94,6 @@ struct Block {
   // Neighbours within the same segment (nullptr at its ends).
   Block* prev = nullptr;
   Block* next = nullptr;
-  // In its pool's set of cached blocks.
-  bool cached = false;
   // Streams other than `stream` that used the block (record_stream).
   ska::flat_hash_set<c10::Stream> stream_uses;
 
@@ -124,10 +121,8 @@ struct BlockOrder {
 };
 
 struct BlockPool {
-  BlockPool(bool small, std::pmr::memory_resource* nodes) : blocks(nodes), is_small(small) {}
-  // The set's nodes come from the cache's node pool: inserting and erasing
-  // cached blocks is the allocator's hot path and should not call malloc.
-  std::pmr::set<Block*, BlockOrder> blocks;
+  explicit BlockPool(bool small) : is_small(small) {}
+  std::set<Block*, BlockOrder> blocks;
   const bool is_small;
 };
 
@@ -146,7 +141,7 @@ class DeviceCache {
       block = new_segment(pool, size, requested, stream);
     }
     if (should_split(*block, size)) {
-      Block* rest = new_block(static_cast<char*>(block->ptr) + size, block->size - size, stream, &pool);
+      auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, &pool);
       rest->prev = block;
       rest->next = block->next;
       if (rest->next != nullptr) {
@@ -255,27 +250,7 @@ class DeviceCache {
       stats.segment[t].increase(1);
       stats.reserved_bytes[t].increase(bytes);
     });
-    return new_block(ptr, bytes, stream, &pool);
-  }
-
-  // Block objects are recycled: a split and the merge that undoes it happen
-  // on most allocate/free pairs.
-  Block* new_block(void* ptr, size_t size, c10::Stream stream, BlockPool* pool) {
-    if (spare_blocks_.empty()) {
-      return new Block(ptr, size, stream, pool);
-    }
-    Block* block = spare_blocks_.back();
-    spare_blocks_.pop_back();
-    *block = Block(ptr, size, stream, pool);
-    return block;
-  }
-
-  void delete_block(Block* block) {
-    if (spare_blocks_.size() < kSpareBlocks) {
-      spare_blocks_.push_back(block);
-    } else {
-      delete block;
-    }
+    return new Block(ptr, bytes, stream, &pool);
   }
 
   // Asks for a whole segment of *bytes; when the device cannot hold that much
@@ -323,7 +298,7 @@ class DeviceCache {
     BlockPool& pool = *block->pool;
     const size_t original_size = block->size;
     for (Block* neighbour : {block->prev, block->next}) {
-      if (neighbour == nullptr || !neighbour->cached) {
+      if (neighbour == nullptr || neighbour->allocated || !pool.blocks.count(neighbour)) {
         continue;  // in use, or freed but still awaiting other streams
       }
       pool_erase(neighbour);
@@ -340,7 +315,7 @@ class DeviceCache {
         }
       }
       block->size += neighbour->size;
-      delete_block(neighbour);
+      delete neighbour;
     }
     pool_insert(block);
     for_each_stat(pool, [&](size_t t) {
@@ -362,9 +337,8 @@ class DeviceCache {
         stats.segment[t].decrease(1);
         stats.reserved_bytes[t].decrease(block->size);
       });
-      block->cached = false;
       it = pool.blocks.erase(it);
-      delete_block(block);
+      delete block;
     }
   }
 
@@ -373,7 +347,6 @@ class DeviceCache {
   // the runtime until its neighbours are free.
   void pool_insert(Block* block) {
     block->pool->blocks.insert(block);
-    block->cached = true;
     if (block->is_split()) {
       for_each_stat(*block->pool, [&](size_t t) {
         stats.inactive_split[t].increase(1);
@@ -384,7 +357,6 @@ class DeviceCache {
 
   void pool_erase(Block* block) {
     block->pool->blocks.erase(block);
-    block->cached = false;
     if (block->is_split()) {
       for_each_stat(*block->pool, [&](size_t t) {
         stats.inactive_split[t].decrease(1);
@@ -427,13 +399,9 @@ class DeviceCache {
     return false;
   }
 
-  static constexpr size_t kSpareBlocks = 64;
-
   const DeviceIndex device_;
-  std::pmr::unsynchronized_pool_resource nodes_;  // guarded by `mutex`
-  BlockPool small_{true, &nodes_};
-  BlockPool large_{false, &nodes_};
-  std::vector<Block*> spare_blocks_;
+  BlockPool small_{true};
+  BlockPool large_{false};
   std::deque<std::pair<std::unique_ptr<c10::Event>, Block*>> pending_;
 };
 
