@@ -186,58 +186,28 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
   return cache.emplace(&schema, std::move(policy)).first->second;
 }
 
-// Replaces each openreg tensor in `value` (also inside lists) by `fn(tensor)`.
-template <typename Fn>
-c10::IValue map_tensors(const c10::IValue& value, Fn&& fn) {
-  auto map_one = [&](const at::Tensor& t) {
-    return t.defined() && t.device().is_privateuseone() ? fn(t) : t;
-  };
-  if (value.isTensor()) {
-    return map_one(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> out;
-    out.reserve(value.toTensorList().size());
-    for (const at::Tensor& t : value.toTensorList()) {
-      out.push_back(map_one(t));
-    }
-    return out;
-  }
-  if (value.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(map_one(*t)) : std::nullopt);
-    }
-    return out;
-  }
-  return value;
+// OPENREG_FALLBACK=0 (strict): an operator without an openreg kernel raises.
+void check_enabled(const OpPolicy& policy) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      settings().enabled,
+      "The operator '",
+      policy.name,
+      "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
 }
 
-// Like map_tensors, for results: every tensor is a CPU tensor to bring back.
-template <typename Fn>
-c10::IValue map_results(const c10::IValue& value, Fn&& fn) {
-  if (value.isTensor()) {
-    return fn(value.toTensor());
+// fallback_stats(), and OPENREG_FALLBACK_WARN's warning once per operator.
+void count_call(const OpPolicy& policy) {
+  policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
+  if (settings().warn && !policy.counter->warned.exchange(true)) {
+    TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
   }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : value.toTensorList()) {
-      out.push_back(fn(t));
-    }
-    return out;
-  }
-  return value;
 }
 
 } // namespace
 
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPolicy& policy = policy_for(op);
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      settings().enabled,
-      "The operator '",
-      policy.name,
-      "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
+  check_enabled(policy);
   TORCH_CHECK_NOT_IMPLEMENTED(
       policy.has_cpu_kernel,
       "The operator '",
@@ -271,10 +241,7 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         device);
   }
 
-  policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
-  if (settings().warn && !policy.counter->warned.exchange(true)) {
-    TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
-  }
+  count_call(policy);
 
   if (settings().mode == FallbackMode::Copy) {
     at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
@@ -293,7 +260,9 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     } else if (value.isTensor() || value.isTensorList() || value.isOptionalTensorList()) {
       arguments.push_back(std::move(value));
-      value = map_tensors(arguments.back(), [&](const at::Tensor& t) { return views.alias(t); });
+      value = map_tensors(arguments.back(), [&](const at::Tensor& t) {
+        return t.defined() && t.is_privateuseone() ? views.alias(t) : t;
+      });
     }
   }
 
@@ -302,21 +271,14 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   views.write_back();
   const size_t num_returns = op.schema().returns().size();
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
-    (*stack)[i] = map_results((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });
+    (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });
   }
 }
 
 void count_fallback_call(const c10::OperatorHandle& op) {
   const OpPolicy& policy = policy_for(op);
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      settings().enabled,
-      "The operator '",
-      policy.name,
-      "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
-  policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
-  if (settings().warn && !policy.counter->warned.exchange(true)) {
-    TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
-  }
+  check_enabled(policy);
+  count_call(policy);
 }
 
 std::vector<std::pair<std::string, uint64_t>> fallback_stats() {

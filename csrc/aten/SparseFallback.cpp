@@ -168,29 +168,6 @@ class SparseHostViews {
   c10::SmallVector<Entry, 2> entries_;
 };
 
-// Replaces each tensor in `value` (also inside lists) by `fn(tensor)`.
-template <typename Fn>
-c10::IValue map_tensors(const c10::IValue& value, Fn&& fn) {
-  if (value.isTensor()) {
-    return fn(value.toTensor());
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : value.toTensorList()) {
-      out.push_back(fn(t));
-    }
-    return out;
-  }
-  if (value.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : value.toOptionalTensorList()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(fn(*t)) : std::nullopt);
-    }
-    return out;
-  }
-  return value;
-}
-
 bool is_optional_generator(const c10::Argument& argument) {
   const c10::TypePtr& type = argument.type();
   return type->kind() == c10::TypeKind::OptionalType &&
