@@ -538,6 +538,9 @@ def test_item_errors_like_cpu(dtype):
         xd.item()
     with pytest.raises(RuntimeError, match="a Tensor with 0 elements cannot be converted to Scalar"):
         xd[:0].item()
+    # The operator itself, below item()'s check: an error, not a read past the storage.
+    with pytest.raises(RuntimeError, match="_local_scalar_dense: a tensor with 0 elements on openreg:0"):
+        torch.ops.aten._local_scalar_dense(xd[:0])
 
 
 # --------------------------------------------------------------------------
