@@ -94,6 +94,8 @@ struct Block {
   // Neighbours within the same segment (nullptr at its ends).
   Block* prev = nullptr;
   Block* next = nullptr;
+  // In its pool's set of cached blocks (not allocated, not awaiting events).
+  bool cached = false;
   // Streams other than `stream` that used the block (record_stream).
   ska::flat_hash_set<c10::Stream> stream_uses;
 
@@ -298,7 +300,7 @@ class DeviceCache {
     BlockPool& pool = *block->pool;
     const size_t original_size = block->size;
     for (Block* neighbour : {block->prev, block->next}) {
-      if (neighbour == nullptr || neighbour->allocated || !pool.blocks.count(neighbour)) {
+      if (neighbour == nullptr || !neighbour->cached) {
         continue;  // in use, or freed but still awaiting other streams
       }
       pool_erase(neighbour);
@@ -347,6 +349,7 @@ class DeviceCache {
   // the runtime until its neighbours are free.
   void pool_insert(Block* block) {
     block->pool->blocks.insert(block);
+    block->cached = true;
     if (block->is_split()) {
       for_each_stat(*block->pool, [&](size_t t) {
         stats.inactive_split[t].increase(1);
@@ -357,6 +360,7 @@ class DeviceCache {
 
   void pool_erase(Block* block) {
     block->pool->blocks.erase(block);
+    block->cached = false;
     if (block->is_split()) {
       for_each_stat(*block->pool, [&](size_t t) {
         stats.inactive_split[t].decrease(1);
