@@ -25,7 +25,8 @@ at::Tensor convolution_overrideable(
     c10::IntArrayRef output_padding,
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
-  const c10::Device device = common_device("aten::convolution_overrideable", {input, weight, bias_tensor});
+  const c10::Device device =
+      common_device("aten::convolution_overrideable", input, weight, bias_tensor);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::convolution_overrideable");
   const at::Tensor output = at::convolution(
@@ -53,7 +54,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups,
     std::array<bool, 3> output_mask) {
   const c10::Device device =
-      common_device("aten::convolution_backward_overrideable", {grad_output, input, weight});
+      common_device("aten::convolution_backward_overrideable", grad_output, input, weight);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::convolution_backward_overrideable");
   // The bias gradient has one entry per output channel.

@@ -43,14 +43,4 @@ void DeviceCheck::mismatch(c10::Device other) const {
       " on openreg)");
 }
 
-c10::Device common_device(
-    std::string_view op_name,
-    std::initializer_list<at::Tensor> tensors) {
-  DeviceCheck check(op_name);
-  for (const at::Tensor& t : tensors) {
-    check.check(t);
-  }
-  return check.device();
-}
-
 } // namespace at::openreg

@@ -1,9 +1,9 @@
 #pragma once
 
 
-#include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include <ATen/core/Tensor.h>
 
@@ -31,9 +31,25 @@ class DeviceCheck {
   std::optional<c10::Device> device_;
 };
 
-// DeviceCheck over a fixed list of tensor arguments (undefined ones skipped).
-c10::Device common_device(
-    std::string_view op_name,
-    std::initializer_list<at::Tensor> tensors);
+// DeviceCheck over an operator's arguments: tensors and optional tensors are
+// checked (undefined or absent ones skipped), other arguments ignored. Variadic rather than a list of
+// tensors so that no argument is copied: a copy of a tensor only Python owns
+// takes the GIL (see HostView.h).
+template <typename... Args>
+c10::Device common_device(std::string_view op_name, const Args&... args) {
+  DeviceCheck check(op_name);
+  (
+      [&] {
+        if constexpr (std::is_same_v<Args, at::Tensor>) {
+          check.check(args);
+        } else if constexpr (std::is_same_v<Args, std::optional<at::Tensor>>) {
+          if (args.has_value()) {
+            check.check(*args);
+          }
+        }
+      }(),
+      ...);
+  return check.device();
+}
 
 } // namespace at::openreg

@@ -26,13 +26,16 @@ struct HostAccess {
   c10::intrusive_ptr<c10::StorageImpl> keep_alive;
 };
 
-void close_host_access(void* context) {
-  auto* access = static_cast<HostAccess*>(context);
-  const orError_t err = orMemAccessEnd(access->device_ptr);
-  if (err != orSuccess) {
-    // A deleter must not throw.
+// Ends a scoped access from a deleter or destructor, which must not throw.
+void end_access(const void* device_ptr) noexcept {
+  if (orMemAccessEnd(device_ptr) != orSuccess) {
     std::fprintf(stderr, "openreg: orMemAccessEnd failed: %s\n", orGetLastErrorMessage());
   }
+}
+
+void close_host_access(void* context) {
+  auto* access = static_cast<HostAccess*>(context);
+  end_access(access->device_ptr);
   delete access;
 }
 
@@ -249,10 +252,7 @@ HostAddresses::HostAddresses(c10::Device device) {
 
 HostAddresses::~HostAddresses() {
   for (const Access& access : accesses_) {
-    if (orMemAccessEnd(access.device_base) != orSuccess) {
-      // A destructor must not throw.
-      std::fprintf(stderr, "openreg: orMemAccessEnd failed: %s\n", orGetLastErrorMessage());
-    }
+    end_access(access.device_base);
   }
 }
 

@@ -43,8 +43,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
   const c10::Device device = common_device(
-      "aten::_thnn_fused_lstm_cell",
-      {input_gates, hidden_gates, cx, input_bias.value_or(at::Tensor()), hidden_bias.value_or(at::Tensor())});
+      "aten::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::_thnn_fused_lstm_cell");
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
@@ -67,8 +66,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
     const at::Tensor& workspace,
     bool has_bias) {
   const c10::Device device = common_device(
-      "aten::_thnn_fused_lstm_cell_backward_impl",
-      {grad_hy.value_or(at::Tensor()), grad_cy.value_or(at::Tensor()), cx, cy, workspace});
+      "aten::_thnn_fused_lstm_cell_backward_impl", grad_hy, grad_cy, cx, cy, workspace);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::_thnn_fused_lstm_cell_backward_impl");
   const auto gates = views.alias(workspace).chunk(4, 1);
@@ -106,8 +104,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
   const c10::Device device = common_device(
-      "aten::_thnn_fused_gru_cell",
-      {input_gates, hidden_gates, hx, input_bias.value_or(at::Tensor()), hidden_bias.value_or(at::Tensor())});
+      "aten::_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::_thnn_fused_gru_cell");
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
@@ -126,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     const at::Tensor& grad_hy,
     const at::Tensor& workspace,
     bool has_bias) {
-  const c10::Device device = common_device("aten::_thnn_fused_gru_cell_backward", {grad_hy, workspace});
+  const c10::Device device = common_device("aten::_thnn_fused_gru_cell_backward", grad_hy, workspace);
   c10::DeviceGuard guard(device);
   HostViews views(device, "aten::_thnn_fused_gru_cell_backward");
   const auto parts = views.alias(workspace).chunk(5, 1);

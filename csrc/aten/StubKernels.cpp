@@ -100,20 +100,6 @@ class DeviceCall {
   }
 
  private:
-  template <typename... Args>
-  static c10::Device common_device(std::string_view op, const Args&... args) {
-    DeviceCheck check(op);
-    (check_argument(check, args), ...);
-    return check.device();
-  }
-
-  template <typename T>
-  static void check_argument(DeviceCheck& check, const T& argument) {
-    if constexpr (std::is_same_v<T, at::Tensor>) {
-      check.check(argument);
-    }
-  }
-
   c10::Device device_;
   c10::DeviceGuard guard_;
 };
