@@ -20,6 +20,20 @@ def test_quick_slice_passes(suite, capsys, tmp_path):
     assert report.exists()
 
 
+def test_quick_slice_names_exist_in_pytorchs_databases():
+    # A misspelled or removed name would silently shrink the CI slice.
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_modules import module_db
+    from torch.testing._internal.common_optimizers import optim_db
+
+    from torch_openreg.testing import quick
+
+    op_names = {op.name for op in op_db} | {f"{op.name}.{op.variant_test_name}" for op in op_db}
+    assert sorted(quick.OPS - op_names) == []
+    assert sorted(quick.MODULES - {m.name for m in module_db}) == []
+    assert sorted(quick.OPTIMIZERS - {o.name for o in optim_db}) == []
+
+
 SUITE_WITH_CRASHES = '''
 import os
 import signal

@@ -1,6 +1,6 @@
 """The CI slice (``--quick``): a fixed, representative selection that runs in a few minutes."""
 
-# About 60 operators across families: elementwise unary/binary, comparisons,
+# 72 operators across families: elementwise unary/binary, comparisons,
 # reductions, indexing/scatter, shape and view operators, linear algebra,
 # convolution/pooling/normalization, factories, random, sorting and FFT.
 OPS = frozenset({
@@ -11,7 +11,7 @@ OPS = frozenset({
     "index_select", "gather", "scatter_add", "index_put", "masked_fill", "nonzero", "take",
     "cat", "stack", "reshape", "transpose", "permute", "expand", "narrow", "flip", "repeat", "split", "unique",
     "matmul", "mm", "addmm", "bmm", "linalg.vector_norm", "linalg.solve",
-    "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.layer_norm", "nn.functional.softmax",
+    "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.layer_norm", "softmax",
     "nn.functional.cross_entropy", "nn.functional.embedding",
     "arange", "full", "zeros_like", "randn", "bernoulli", "nn.functional.dropout",
     "sort", "topk", "fft.fft",
@@ -21,7 +21,7 @@ MAX_SAMPLES = 3
 
 MODULES = frozenset({
     "nn.Linear", "nn.Conv2d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.Embedding", "nn.LSTM", "nn.MultiheadAttention",
-    "nn.ReLU", "nn.Dropout", "nn.CrossEntropyLoss",
+    "nn.ReLU", "nn.GELU", "nn.CrossEntropyLoss",
 })
 MODULE_DTYPES = ("float32",)
 MAX_MODULE_INPUTS = 3
