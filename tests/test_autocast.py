@@ -337,6 +337,7 @@ def test_supported_dtypes():
     assert torch.openreg.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
     assert torch.openreg.is_bf16_supported()
     assert torch.amp.is_autocast_available(DEVICE)
+    assert not torch.openreg.amp.amp_definitely_not_available()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)

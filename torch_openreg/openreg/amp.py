@@ -12,7 +12,7 @@ import functools
 import torch
 from typing_extensions import deprecated
 
-__all__ = ["GradScaler", "autocast", "custom_bwd", "custom_fwd"]
+__all__ = ["GradScaler", "amp_definitely_not_available", "autocast", "custom_bwd", "custom_fwd"]
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
@@ -26,6 +26,13 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     from . import is_available
 
     return is_available()
+
+
+def amp_definitely_not_available() -> bool:
+    """True if no openreg device can be used (``torch.cuda.amp.amp_definitely_not_available`` for openreg)."""
+    from . import is_available
+
+    return not is_available()
 
 
 @deprecated(
