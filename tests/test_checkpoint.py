@@ -19,7 +19,7 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
-from conftest import DEVICE, assert_same, make_cpu
+from conftest import DEVICE, make_cpu
 
 REENTRANT = pytest.mark.parametrize("use_reentrant", [True, False], ids=["reentrant", "non_reentrant"])
 
