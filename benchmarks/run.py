@@ -10,6 +10,10 @@ shows medians, openreg/CPU ratios and whether each target is met; see
 docs/performance.md for the latest results.
 
     python benchmarks/run.py [--quick] [--json out.json]
+
+One group alone, in this process (JSON on stdout; no table, no other settings):
+
+    python benchmarks/run.py --child '{"amp": null, "autocast_cost": null}'
 """
 import argparse
 import json
@@ -27,6 +31,8 @@ GROUPS = {
     "churn": "4. allocation churn",
     "copies": "5. copy bandwidth (ratio: openreg GB/s over host memcpy GB/s)",
     "import": "6. import time, child processes (cpu column: import torch without the backend)",
+    "amp": "7. bfloat16 training step under autocast (cpu column: the same under CPU autocast)",
+    "autocast_cost": "8. 100 operators outside the autocast lists (cpu column: openreg, autocast off)",
 }
 
 # Child-process settings: name -> environment. The copy fallback runs only the
@@ -47,6 +53,8 @@ TARGETS = {
     "churn": [("<=", 1.0, "")],
     "copies": [(">=", 0.9, "")],
     "import": [],
+    "amp": [("<=", 1.1, "")],
+    "autocast_cost": [("<=", 1.05, "")],
 }
 
 # group -> (repetitions, calls per repetition), full run and --quick.
@@ -56,6 +64,8 @@ REPEATS = {
     "training": ((15, 3), (3, 1)),
     "churn": ((9, 1), (3, 1)),
     "copies": ((11, 1), (3, 1)),
+    "amp": ((15, 3), (3, 1)),
+    "autocast_cost": ((15, 20), (3, 2)),
 }
 IMPORT_RUNS = (9, 1)
 
@@ -181,12 +191,51 @@ def copy_cases(torch, device, quick):
     return {key: (name + size, fns[key]) for key, name in names.items()}
 
 
+def amp_cases(torch, device, quick):
+    """The MLP training step with its forward under bfloat16 autocast, on each device."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    labels = torch.randint(0, 10, (128,))
+    step = training_step(torch, mlp(nn).to(device), torch.randn(128, 784).to(device), labels.to(device))
+
+    def autocast_step():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            step()
+
+    return {"mlp_bf16": ("MLP 784-512-512-10, batch 128, bf16 autocast", autocast_step)}
+
+
+def autocast_cost_cases(torch, device, quick):
+    """Operators outside the lists, in an openreg autocast region, enabled on the
+    openreg side and disabled on the other (both on openreg): the cost of the
+    AutocastPrivateUse1 fallthrough."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(16, generator=g).to("openreg")
+    b = torch.randn(16, generator=g).to("openreg")
+    enabled = device == "openreg"
+
+    def repeated(op):
+        def run():
+            with torch.autocast("openreg", enabled=enabled):
+                for _ in range(100):
+                    op()
+
+        return run
+
+    return {
+        "add": ("add (stub kernel), 16 elements", repeated(lambda: a + b)),
+        "relu": ("relu (fallback), 16 elements", repeated(lambda: torch.relu(a))),
+    }
+
+
 BUILDERS = {
     "small": small_cases,
     "large": large_cases,
     "training": training_cases,
     "churn": churn_cases,
     "copies": copy_cases,
+    "amp": amp_cases,
+    "autocast_cost": autocast_cost_cases,
 }
 
 

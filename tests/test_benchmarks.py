@@ -14,6 +14,8 @@ CASES = {
     "churn": {"mixed"},
     "copies": {"h2d", "d2h", "d2d", "pinned_h2d"},
     "import": {"torch_openreg", "autoload"},
+    "amp": {"mlp_bf16"},
+    "autocast_cost": {"add", "relu"},
 }
 
 

@@ -6,6 +6,8 @@ import time
 import torch
 
 from .. import _C
+from . import amp
+from .amp import get_amp_supported_dtype, is_bf16_supported
 from ._utils import _get_device_index
 from .memory import (
     empty_cache,
@@ -32,6 +34,9 @@ from .random import (
 )
 
 __all__ = [
+    "amp",
+    "get_amp_supported_dtype",
+    "is_bf16_supported",
     "Event",
     "Stream",
     "StreamContext",
