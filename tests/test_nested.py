@@ -151,3 +151,23 @@ def test_multihead_attention_with_nested_inputs():
         expected, _ = cpu_attention(cpu_q, cpu_q, cpu_q, need_weights=False)
         actual, _ = device_attention(dev_q, dev_q, dev_q, need_weights=False)
     assert_nested_equal(actual, expected)
+
+
+def test_no_nested_cpu_kernel_is_shadowed_by_a_composite():
+    """Every operator with a NestedTensorCPU kernel reaches it on openreg.
+
+    A CompositeImplicitAutograd entry for NestedTensorPrivateUse1 is chosen before the backend fallback, so such an
+    operator must be registered to the nested fallback by name; this lists any that are not.
+    """
+    import re
+
+    shadowed = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::_test_"):
+            continue
+        table = torch._C._dispatch_dump_table(name)
+        cpu = re.search(r"^NestedTensorCPU: .*\[kernel\]$", table, re.M)
+        device = re.search(r"^NestedTensorPrivateUse1: .*\[math kernel\]$", table, re.M)
+        if cpu and device:
+            shadowed.append(name)
+    assert shadowed == []
