@@ -205,15 +205,26 @@ void count_call(const OpPolicy& policy) {
 
 } // namespace
 
-void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey host_key) {
   const OpPolicy& policy = policy_for(op);
   check_enabled(policy);
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      policy.has_cpu_kernel,
-      "The operator '",
-      policy.name,
-      "' is not implemented for the openreg device: it has no openreg kernel and no CPU kernel "
-      "to fall back to.");
+  if (host_key == c10::DispatchKey::CPU) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        policy.has_cpu_kernel,
+        "The operator '",
+        policy.name,
+        "' is not implemented for the openreg device: it has no openreg kernel and no CPU kernel "
+        "to fall back to.");
+  } else {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        op.hasComputedKernelForDispatchKey(host_key),
+        "The operator '",
+        policy.name,
+        "' is not implemented for these arguments on the openreg device: it has no openreg kernel, and "
+        "PyTorch has no ",
+        host_key,
+        " kernel to fall back to.");
+  }
 
   const size_t num_arguments = op.schema().arguments().size();
   const size_t arguments_begin = stack->size() - num_arguments;
@@ -266,13 +277,17 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
 
   views.write_back();
   const size_t num_returns = op.schema().returns().size();
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
     (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });
   }
+}
+
+void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_host(op, stack, c10::DispatchKey::CPU);
 }
 
 void count_fallback_call(const c10::OperatorHandle& op) {

@@ -129,6 +129,11 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
       return entry.host;
     }
   }
+  if (device_impl->is_nested()) {
+    at::Tensor host = alias_nested(device_tensor);
+    tensors_.push_back({device_impl, host});
+    return host;
+  }
   at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
       host_storage_for(device_tensor.storage()),
       mirrored_keys(c10::DispatchKey::CPU, *device_impl),
@@ -174,6 +179,9 @@ void HostViews::write_back() {
   }
   for (auto& entry : tensors_) {
     c10::TensorImpl* device_impl = entry.device;
+    if (device_impl->is_nested()) {
+      continue;  // its buffer is written in place; CPU kernels keep nested metadata
+    }
     const c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
     c10::StorageImpl* storage = device_storage_for(host_impl->storage());
     if (storage != device_impl->storage().unsafeGetStorageImpl()) {
@@ -231,6 +239,9 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
     if (entry.host.unsafeGetTensorImpl() == host_impl) {
       return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(entry.device));
     }
+  }
+  if (host_impl->is_nested()) {
+    return nested_to_device(host_result);
   }
   if (host_result.layout() != c10::kStrided) {
     return sparse_to_device(*this, host_result, op_name_);

@@ -57,6 +57,12 @@ class HostViews {
     at::Tensor host;
   };
 
+  // Nested tensors (NestedHostViews.cpp): a nested tensor is a buffer
+  // storage plus CPU metadata tensors, so its host counterpart is a CPU
+  // nested tensor over the host view of the same storage.
+  at::Tensor alias_nested(const at::Tensor& device_nested);
+  at::Tensor nested_to_device(const at::Tensor& host_nested);
+
   c10::Storage host_storage_for(const c10::Storage& device_storage);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
