@@ -196,7 +196,8 @@ def _opinfo_cases(op):
         if op.supports_autograd and dtype in (torch.float32, torch.float64):
             for sample in itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), MAX_SAMPLES):
                 parts = (sample.input, sample.args, sample.kwargs)
-                yield (lambda s=sample, p=parts: _grads(op, s, p), lambda s=sample, p=parts: _grads(op, s, to_device(p)))
+                yield (lambda s=sample, p=parts: _grads(op, s, p),
+                       lambda s=sample, p=parts: _grads(op, s, to_device(p)))
 
 
 def _opinfo(name):

@@ -343,9 +343,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   //  - conj_physical_, _conj_physical: composites that call conj_physical_stub
   //    on an iterator over the device tensors;
   //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors.
-  for (const char* name : {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out", "linalg__powsum",
-                           "mish_backward", "native_channel_shuffle", "native_group_norm", "native_layer_norm",
-                           "pixel_shuffle", "pixel_unshuffle", "silu_backward",
+  for (const char* name : {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out",
+                           "linalg__powsum", "mish_backward", "native_channel_shuffle", "native_group_norm",
+                           "native_layer_norm", "pixel_shuffle", "pixel_unshuffle", "silu_backward",
                            "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }

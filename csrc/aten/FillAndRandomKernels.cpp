@@ -38,7 +38,7 @@
 namespace at::openreg {
 namespace {
 
-using Generator = std::optional<at::Generator>;
+using OptionalGenerator = std::optional<at::Generator>;
 
 // One call: the device check over the tensor arguments, the device guard,
 // and host views of the openreg tensors.
@@ -54,7 +54,7 @@ class HostKernelCall {
 
   // The CPU generator behind `generator` (the device's default one if none);
   // a generator of another device raises, as on CUDA.
-  Generator generator(const Generator& generator) const {
+  OptionalGenerator generator(const OptionalGenerator& generator) const {
     return c10::openreg::host_generator_for(generator, device_);
   }
 
@@ -106,74 +106,74 @@ at::Tensor& zero_(at::Tensor& self) {
   return fill_on_host("aten::zero_", self, [](HostKernelCall&, at::Tensor host) { at::native::zero_(host); });
 }
 
-at::Tensor& normal_(at::Tensor& self, double mean, double std, Generator gen) {
+at::Tensor& normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
   return fill_on_host("aten::normal_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::normal_(host, mean, std, call.generator(gen));
   });
 }
 
-at::Tensor& uniform_(at::Tensor& self, double from, double to, Generator gen) {
+at::Tensor& uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
   return fill_on_host("aten::uniform_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::uniform_(host, from, to, call.generator(gen));
   });
 }
 
-at::Tensor& random_(at::Tensor& self, Generator gen) {
+at::Tensor& random_(at::Tensor& self, OptionalGenerator gen) {
   return fill_on_host("aten::random_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::random_(host, call.generator(gen));
   });
 }
 
-at::Tensor& random_to_(at::Tensor& self, int64_t to, Generator gen) {
+at::Tensor& random_to_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
   return fill_on_host("aten::random_.to", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::random_(host, to, call.generator(gen));
   });
 }
 
-at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, Generator gen) {
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
   return fill_on_host("aten::random_.from", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::random_(host, from, to, call.generator(gen));
   });
 }
 
-at::Tensor& bernoulli_float_(at::Tensor& self, double p, Generator gen) {
+at::Tensor& bernoulli_float_(at::Tensor& self, double p, OptionalGenerator gen) {
   return fill_on_host("aten::bernoulli_.float", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::bernoulli_(host, p, call.generator(gen));
   });
 }
 
-at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, Generator gen) {
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
   HostKernelCall call("aten::bernoulli_.Tensor", self, p);
   at::Tensor host = call.host(self);
   at::native::bernoulli_(host, call.host(p), call.generator(gen));
   return self;
 }
 
-at::Tensor& bernoulli_out(const at::Tensor& self, Generator gen, at::Tensor& out) {
+at::Tensor& bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::bernoulli.out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
     at::native::bernoulli_out(call.host(self), call.generator(gen), host_out);
   }, self);
 }
 
-at::Tensor& exponential_(at::Tensor& self, double lambd, Generator gen) {
+at::Tensor& exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
   return fill_on_host("aten::exponential_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::exponential_(host, lambd, call.generator(gen));
   });
 }
 
-at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, Generator gen) {
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
   return fill_on_host("aten::cauchy_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::cauchy_(host, median, sigma, call.generator(gen));
   });
 }
 
-at::Tensor& log_normal_(at::Tensor& self, double mean, double std, Generator gen) {
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
   return fill_on_host("aten::log_normal_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::log_normal_(host, mean, std, call.generator(gen));
   });
 }
 
-at::Tensor& geometric_(at::Tensor& self, double p, Generator gen) {
+at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
   return fill_on_host("aten::geometric_", self, [&](HostKernelCall& call, at::Tensor host) {
     at::native::geometric_(host, p, call.generator(gen));
   });
@@ -182,35 +182,39 @@ at::Tensor& geometric_(at::Tensor& self, double p, Generator gen) {
 // torch.normal with tensor arguments. The functional overloads allocate
 // their output on the device as the CPU's functional kernels do (contiguous,
 // the broadcast shape), then run the out= kernel.
-at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, Generator gen, at::Tensor& out) {
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::normal.Tensor_float_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
     at::native::normal_out(call.host(mean), std, call.generator(gen), host_out);
   }, mean);
 }
 
-at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, Generator gen, at::Tensor& out) {
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::normal.float_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
     at::native::normal_out(mean, call.host(std), call.generator(gen), host_out);
   }, std);
 }
 
-at::Tensor& normal_tensor_tensor_out(const at::Tensor& mean, const at::Tensor& std, Generator gen, at::Tensor& out) {
+at::Tensor& normal_tensor_tensor_out(
+    const at::Tensor& mean,
+    const at::Tensor& std,
+    OptionalGenerator gen,
+    at::Tensor& out) {
   return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
     at::native::normal_out(call.host(mean), call.host(std), call.generator(gen), host_out);
   }, mean, std);
 }
 
-at::Tensor normal_tensor_float(const at::Tensor& mean, double std, Generator gen) {
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std, OptionalGenerator gen) {
   at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
   return normal_tensor_float_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor normal_float_tensor(double mean, const at::Tensor& std, Generator gen) {
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std, OptionalGenerator gen) {
   at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
   return normal_float_tensor_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, Generator gen) {
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen) {
   // One of the two may be a 0-dim CPU tensor: the output goes to the other's device.
   const c10::Device device = common_device("aten::normal.Tensor_Tensor", mean, std);
   at::Tensor out = at::empty(
@@ -218,7 +222,7 @@ at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, G
   return normal_tensor_tensor_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor& randperm_out(int64_t n, Generator gen, at::Tensor& out) {
+at::Tensor& randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::randperm.generator_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
     at::native::randperm_out_cpu(n, call.generator(gen), host_out);
   });
