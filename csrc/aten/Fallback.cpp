@@ -346,16 +346,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("remainder.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   // Operators whose default PrivateUse1 kernel is not the CPU's: the host runs
   // the CPU kernel instead, so that results (and argument checks) match it.
+  //  - where the CPU has a kernel of its own but PyTorch gives PrivateUse1 a
+  //    composite (a generic math version: other rounding, other output
+  //    strides, other statistics dtypes, fewer checks). The whole class, and
+  //    the composites deliberately kept, are listed by
+  //    `python -m torch_openreg.testing.composite_routing`; a test fails when
+  //    PyTorch adds one;
   //  - mse_loss: the structured "NonFunctional" default calls mse_loss.out
   //    with a 0-dim output, which the CPU kernel resizes with a deprecation
   //    warning on every call;
-  //  - addr(_, .out), native_layer_norm, native_group_norm: the default is a generic
-  //    math composite (other rounding, other statistics dtypes, fewer checks);
   //  - conj_physical_, _conj_physical: composites that call conj_physical_stub
   //    on an iterator over the device tensors;
   //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors.
-  for (const char* name : {"mse_loss", "addr", "addr_", "addr.out", "native_layer_norm", "native_group_norm",
-                           "conj_physical_", "_conj_physical", "mode.values"}) {
+  for (const char* name : {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out",
+                           "linalg__powsum", "mish_backward", "native_channel_shuffle", "native_group_norm",
+                           "native_layer_norm", "pixel_shuffle", "pixel_unshuffle", "silu_backward",
+                           "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
   for (const auto& [name, reason] : blocklist()) {

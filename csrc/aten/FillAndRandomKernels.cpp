@@ -1,0 +1,298 @@
+// Fills, random fills and the creation operators behind torch.zeros, ones,
+// full, rand, randn, randint, randperm, arange, linspace, logspace and eye.
+//
+// They are openreg kernels rather than fallback calls so that strict mode
+// (OPENREG_FALLBACK=0), which exists to show which *compute* operators lack a
+// kernel, can still create tensors. Each runs the very at::native function
+// the CPU registers for the operator on host views of the openreg tensors (so
+// argument checks, kernels and results are the CPU's), after CUDA's device
+// check. Random operators draw from the openreg device's generator, whose
+// state is a CPU generator (see OpenRegGenerator.h): the same seed gives the
+// CPU's numbers bit for bit.
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange_native.h>
+#include <ATen/ops/bernoulli_native.h>
+#include <ATen/ops/cauchy_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/exponential_native.h>
+#include <ATen/ops/eye_native.h>
+#include <ATen/ops/fill_native.h>
+#include <ATen/ops/geometric_native.h>
+#include <ATen/ops/linspace_native.h>
+#include <ATen/ops/log_normal_native.h>
+#include <ATen/ops/logspace_native.h>
+#include <ATen/ops/normal_native.h>
+#include <ATen/ops/random_native.h>
+#include <ATen/ops/randperm_native.h>
+#include <ATen/ops/uniform_native.h>
+#include <ATen/ops/zero_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/DeviceCheck.h"
+#include "aten/HostView.h"
+#include "runtime/OpenRegGenerator.h"
+
+namespace at::openreg {
+namespace {
+
+using OptionalGenerator = std::optional<at::Generator>;
+
+// One call: the device check over the tensor arguments, the device guard,
+// and host views of the openreg tensors.
+class HostKernelCall {
+ public:
+  template <typename... Tensors>
+  explicit HostKernelCall(std::string_view op, const Tensors&... tensors)
+      : device_(common_device(op, tensors...)), guard_(device_), views_(device_, op) {}
+
+  at::Tensor host(const at::Tensor& tensor) {
+    return tensor.defined() && tensor.is_privateuseone() ? views_.alias(tensor) : tensor;
+  }
+
+  // The CPU generator behind `generator` (the device's default one if none);
+  // a generator of another device raises, as on CUDA.
+  OptionalGenerator generator(const OptionalGenerator& generator) const {
+    return c10::openreg::host_generator_for(generator, device_);
+  }
+
+  // Carries a resize of an out= tensor back to the openreg tensor.
+  void finish() {
+    views_.write_back();
+  }
+
+ private:
+  c10::Device device_;
+  c10::DeviceGuard guard_;
+  HostViews views_;
+};
+
+// In-place fills: `fill(call, host_self)` runs the CPU's implementation.
+template <typename Fill>
+at::Tensor& fill_on_host(std::string_view op, at::Tensor& self, const Fill& fill) {
+  HostKernelCall call(op, self);
+  fill(call, call.host(self));
+  return self;
+}
+
+// out= creation and sampling: `fill(call, host_out)`; the CPU's
+// implementation resizes `out` as it needs.
+template <typename Fill, typename... Tensors>
+at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, const Tensors&... inputs) {
+  HostKernelCall call(op, inputs..., out);
+  at::Tensor host_out = call.host(out);
+  fill(call, host_out);
+  call.finish();
+  return out;
+}
+
+at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
+  return fill_on_host("aten::fill_.Scalar", self, [&](HostKernelCall&, at::Tensor host) {
+    at::native::fill_(host, value);
+  });
+}
+
+// `value` may be a 0-dim CPU tensor, as on CUDA.
+at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
+  HostKernelCall call("aten::fill_.Tensor", self, value);
+  at::Tensor host = call.host(self);
+  at::native::fill_(host, call.host(value));
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  return fill_on_host("aten::zero_", self, [](HostKernelCall&, at::Tensor host) { at::native::zero_(host); });
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
+  return fill_on_host("aten::normal_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::normal_(host, mean, std, call.generator(gen));
+  });
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
+  return fill_on_host("aten::uniform_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::uniform_(host, from, to, call.generator(gen));
+  });
+}
+
+at::Tensor& random_(at::Tensor& self, OptionalGenerator gen) {
+  return fill_on_host("aten::random_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::random_(host, call.generator(gen));
+  });
+}
+
+at::Tensor& random_to_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
+  return fill_on_host("aten::random_.to", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::random_(host, to, call.generator(gen));
+  });
+}
+
+at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
+  return fill_on_host("aten::random_.from", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::random_(host, from, to, call.generator(gen));
+  });
+}
+
+at::Tensor& bernoulli_float_(at::Tensor& self, double p, OptionalGenerator gen) {
+  return fill_on_host("aten::bernoulli_.float", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::bernoulli_(host, p, call.generator(gen));
+  });
+}
+
+at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
+  HostKernelCall call("aten::bernoulli_.Tensor", self, p);
+  at::Tensor host = call.host(self);
+  at::native::bernoulli_(host, call.host(p), call.generator(gen));
+  return self;
+}
+
+at::Tensor& bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host("aten::bernoulli.out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+    at::native::bernoulli_out(call.host(self), call.generator(gen), host_out);
+  }, self);
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
+  return fill_on_host("aten::exponential_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::exponential_(host, lambd, call.generator(gen));
+  });
+}
+
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
+  return fill_on_host("aten::cauchy_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::cauchy_(host, median, sigma, call.generator(gen));
+  });
+}
+
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
+  return fill_on_host("aten::log_normal_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::log_normal_(host, mean, std, call.generator(gen));
+  });
+}
+
+at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
+  return fill_on_host("aten::geometric_", self, [&](HostKernelCall& call, at::Tensor host) {
+    at::native::geometric_(host, p, call.generator(gen));
+  });
+}
+
+// torch.normal with tensor arguments. The functional overloads allocate
+// their output on the device as the CPU's functional kernels do (contiguous,
+// the broadcast shape), then run the out= kernel.
+at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host("aten::normal.Tensor_float_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+    at::native::normal_out(call.host(mean), std, call.generator(gen), host_out);
+  }, mean);
+}
+
+at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host("aten::normal.float_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+    at::native::normal_out(mean, call.host(std), call.generator(gen), host_out);
+  }, std);
+}
+
+at::Tensor& normal_tensor_tensor_out(
+    const at::Tensor& mean,
+    const at::Tensor& std,
+    OptionalGenerator gen,
+    at::Tensor& out) {
+  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+    at::native::normal_out(call.host(mean), call.host(std), call.generator(gen), host_out);
+  }, mean, std);
+}
+
+at::Tensor normal_tensor_float(const at::Tensor& mean, double std, OptionalGenerator gen) {
+  at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
+  return normal_tensor_float_out(mean, std, std::move(gen), out);
+}
+
+at::Tensor normal_float_tensor(double mean, const at::Tensor& std, OptionalGenerator gen) {
+  at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
+  return normal_float_tensor_out(mean, std, std::move(gen), out);
+}
+
+at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen) {
+  // One of the two may be a 0-dim CPU tensor: the output goes to the other's device.
+  const c10::Device device = common_device("aten::normal.Tensor_Tensor", mean, std);
+  at::Tensor out = at::empty(
+      at::infer_size(mean.sizes(), std.sizes()), mean.options().device(device), at::MemoryFormat::Contiguous);
+  return normal_tensor_tensor_out(mean, std, std::move(gen), out);
+}
+
+at::Tensor& randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host("aten::randperm.generator_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+    at::native::randperm_out_cpu(n, call.generator(gen), host_out);
+  });
+}
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  return out_on_host("aten::arange.start_out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+    at::native::arange_out(start, end, step, host_out);
+  });
+}
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  return out_on_host("aten::linspace.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+    at::native::linspace_out(start, end, steps, host_out);
+  });
+}
+
+at::Tensor& logspace_out(
+    const at::Scalar& start,
+    const at::Scalar& end,
+    int64_t steps,
+    double base,
+    at::Tensor& out) {
+  return out_on_host("aten::logspace.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+    at::native::logspace_out(start, end, steps, base, host_out);
+  });
+}
+
+at::Tensor& eye_out(int64_t n, at::Tensor& out) {
+  return out_on_host("aten::eye.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+    at::native::eye_out_cpu(n, host_out);
+  });
+}
+
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  return out_on_host("aten::eye.m_out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+    at::native::eye_out_cpu(n, m, host_out);
+  });
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
+  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
+  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
+  m.impl("normal.Tensor_float_out", TORCH_FN(normal_tensor_float_out));
+  m.impl("normal.float_Tensor_out", TORCH_FN(normal_float_tensor_out));
+  m.impl("normal.Tensor_Tensor_out", TORCH_FN(normal_tensor_tensor_out));
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("random_", TORCH_FN(random_));
+  m.impl("random_.to", TORCH_FN(random_to_));
+  m.impl("random_.from", TORCH_FN(random_from_));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float_));
+  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor_));
+  m.impl("bernoulli.out", TORCH_FN(bernoulli_out));
+  m.impl("exponential_", TORCH_FN(exponential_));
+  m.impl("cauchy_", TORCH_FN(cauchy_));
+  m.impl("log_normal_", TORCH_FN(log_normal_));
+  m.impl("geometric_", TORCH_FN(geometric_));
+  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("linspace.out", TORCH_FN(linspace_out));
+  m.impl("logspace.out", TORCH_FN(logspace_out));
+  m.impl("eye.out", TORCH_FN(eye_out));
+  m.impl("eye.m_out", TORCH_FN(eye_m_out));
+}
+
+} // namespace at::openreg
