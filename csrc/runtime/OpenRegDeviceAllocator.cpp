@@ -388,9 +388,12 @@ class DeviceCache {
     const auto allocated = static_cast<size_t>(stats.allocated_bytes[aggregate].current);
     const auto reserved = static_cast<size_t>(stats.reserved_bytes[aggregate].current);
     const bool fraction_set = memory_fraction_ < 1.0;
-    const std::string allowed = fraction_set ? ", with " + format_bytes(allowed_bytes_) +
-            " allowed (set_per_process_memory_fraction(" + std::to_string(memory_fraction_) + "));"
-                                             : ",";
+    std::ostringstream allowed;
+    allowed << ",";
+    if (fraction_set) {
+      allowed << " with " << format_bytes(allowed_bytes_) << " allowed (set_per_process_memory_fraction("
+              << memory_fraction_ << "));";
+    }
     const std::string advice = fraction_set && reserved + size > allowed_bytes_
         ? " Raise the per-process memory fraction or free tensors."
         : " Set OPENREG_DEVICE_MEMORY to change the capacity. (" + detail + ")";
@@ -408,7 +411,7 @@ class DeviceCache {
         " is free. Of the allocated memory ",
         format_bytes(allocated),
         " is allocated by PyTorch",
-        allowed,
+        allowed.str(),
         " and ",
         format_bytes(reserved - allocated),
         " is reserved by PyTorch but unallocated.",

@@ -148,7 +148,7 @@ def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
         stream = current_stream(index)
     elif isinstance(stream, int):
         stream = default_stream(index) if stream == 0 else ExternalStream(stream, index)
-    elif not isinstance(stream, torch.Stream) or stream.device_type != torch.device("openreg").type:
+    elif not isinstance(stream, torch.Stream) or stream.device.type != "openreg":
         raise TypeError(
             "Invalid type for stream argument, must be `torch.openreg.Stream` or `int` representing "
             f"an openreg runtime stream handle, got {stream!r}"
