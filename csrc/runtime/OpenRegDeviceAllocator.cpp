@@ -131,6 +131,9 @@ struct Block {
   Block* next = nullptr;
   // In its pool's set of cached blocks (not allocated, not awaiting events).
   bool cached = false;
+  // Allocated while at least max_split_size (counted in oversize_allocations
+  // until freed, whatever the setting is by then).
+  bool oversize = false;
   // When it entered the cache (a per-device counter): garbage collection
   // returns the longest-cached segments first.
   uint64_t cached_at = 0;
@@ -195,7 +198,8 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested_size = requested;
-    if (block->size >= max_split_size) {
+    block->oversize = block->size >= max_split_size;
+    if (block->oversize) {
       stats.oversize_allocations.increase(1);
     }
     for_each_stat(pool, [&](size_t t) {
@@ -211,7 +215,7 @@ class DeviceCache {
   void free(Block* block) {
     std::lock_guard<std::mutex> lock(mutex);
     block->allocated = false;
-    if (block->size >= AcceleratorAllocatorConfig::max_split_size()) {
+    if (block->oversize) {
       stats.oversize_allocations.decrease(1);
     }
     for_each_stat(*block->pool, [&](size_t t) {
