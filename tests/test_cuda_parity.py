@@ -6,7 +6,6 @@ import os
 import pathlib
 import re
 import uuid
-import warnings
 
 import pytest
 import torch
