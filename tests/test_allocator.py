@@ -605,3 +605,194 @@ print("OK")
 def test_multithreaded_stress_leaves_nothing_allocated():
     out = check_ok(run_python(_STRESS, timeout=120))
     assert out.strip().endswith("OK")
+
+
+# --------------------------------------------------------------------------
+# set_per_process_memory_fraction
+# --------------------------------------------------------------------------
+
+_FRACTION = r"""
+import json
+import torch
+
+MiB = 1 << 20
+out = {"default": torch.openreg.get_per_process_memory_fraction(0)}
+torch.openreg.set_per_process_memory_fraction(0.25, 0)  # 16 MiB of the 64 MiB device
+out["set"] = torch.openreg.get_per_process_memory_fraction("openreg:0")
+out["other_device"] = torch.openreg.get_per_process_memory_fraction(1)
+a = torch.empty(12 * MiB, dtype=torch.uint8, device="openreg:0")
+ooms = torch.openreg.memory_stats(0)["num_ooms"]
+try:
+    torch.empty(8 * MiB, dtype=torch.uint8, device="openreg:0")
+except torch.OutOfMemoryError as e:
+    out["oom"] = str(e)
+out["ooms"] = torch.openreg.memory_stats(0)["num_ooms"] - ooms
+out["reserved_after_oom"] = torch.openreg.memory_reserved(0)
+b = torch.empty(MiB, dtype=torch.uint8, device="openreg:0")  # a 2 MiB small segment: 14 of 16 MiB
+b.fill_(3)
+out["b_sum"] = int(b.sum())
+c = torch.empty(40 * MiB, dtype=torch.uint8, device="openreg:1")  # device 1 is not capped
+del a, b
+torch.openreg.set_per_process_memory_fraction(1.0, 0)
+d = torch.empty(40 * MiB, dtype=torch.uint8, device="openreg:0")
+out["lifted"] = torch.openreg.memory_allocated(0)
+print(json.dumps(out))
+"""
+
+
+def test_memory_fraction_is_enforced():
+    out = json.loads(check_ok(run_python(_FRACTION, OPENREG_DEVICE_MEMORY="64M")).strip().splitlines()[-1])
+    assert out["default"] == 1.0
+    assert out["set"] == 0.25
+    assert out["other_device"] == 1.0
+    message = out["oom"]
+    assert "Tried to allocate 8.00 MiB" in message
+    assert "openreg:0" in message
+    assert "with 16.00 MiB allowed (set_per_process_memory_fraction(0.25))" in message
+    assert "Raise the per-process memory fraction" in message
+    assert out["ooms"] == 1
+    assert out["reserved_after_oom"] == 12 * MiB
+    assert out["b_sum"] == 3 * MiB
+    assert out["lifted"] == 40 * MiB
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5, float("nan"), float("inf")])
+def test_memory_fraction_out_of_range(fraction):
+    with pytest.raises(ValueError, match=r"Invalid fraction value: .*Allowed range: 0~1"):
+        torch.openreg.set_per_process_memory_fraction(fraction, 0)
+    assert torch.openreg.get_per_process_memory_fraction(0) == 1.0
+
+
+def test_memory_fraction_bad_type_and_device():
+    with pytest.raises(TypeError, match="Invalid type for fraction argument, must be `float`"):
+        torch.openreg.set_per_process_memory_fraction(1, 0)
+    with pytest.raises(RuntimeError, match="openreg"):
+        torch.openreg.set_per_process_memory_fraction(0.5, 7)
+    with pytest.raises(ValueError, match="Expected an openreg device"):
+        torch.openreg.set_per_process_memory_fraction(0.5, "cpu")
+    with pytest.raises(RuntimeError, match="openreg"):
+        torch.openreg.get_per_process_memory_fraction(7)
+
+
+# --------------------------------------------------------------------------
+# PYTORCH_ALLOC_CONF (read once per process, so each case runs in a child)
+# --------------------------------------------------------------------------
+
+_CONF_REPORT = r"""
+import json
+import torch
+
+MiB = 1 << 20
+stats = lambda: torch.openreg.memory_stats(0)
+def report(**values):
+    print(json.dumps(values))
+"""
+
+
+def _run_with_conf(code, **env):
+    proc = run_python(_CONF_REPORT + code, **env)
+    return json.loads(check_ok(proc).strip().splitlines()[-1])
+
+
+_MAX_SPLIT = r"""
+big = torch.empty(30 * MiB, dtype=torch.uint8, device="openreg:0")
+oversize_while_live = stats()["oversize_allocations.current"]
+del big
+medium = torch.empty(12 * MiB, dtype=torch.uint8, device="openreg:0")
+s = stats()
+report(segments=s["segment.all.current"], oversize_segments=s["oversize_segments.current"],
+       oversize_while_live=oversize_while_live, oversize_now=s["oversize_allocations.current"],
+       max_split_size=s["max_split_size"], reserved=s["reserved_bytes.all.current"])
+"""
+
+
+def test_alloc_conf_max_split_size():
+    limited = _run_with_conf(_MAX_SPLIT, PYTORCH_ALLOC_CONF="max_split_size_mb:20")
+    # The cached 30 MiB block is not split for a 12 MiB request: a new segment.
+    assert limited["segments"] == 2
+    assert limited["reserved"] == (30 + 12) * MiB
+    assert limited["oversize_segments"] == 1
+    assert limited["oversize_while_live"] == 1
+    assert limited["oversize_now"] == 0
+    assert limited["max_split_size"] == 20 * MiB
+    default = _run_with_conf(_MAX_SPLIT, PYTORCH_ALLOC_CONF=None, PYTORCH_CUDA_ALLOC_CONF=None)
+    assert default["segments"] == 1  # the 30 MiB block was split
+    assert default["reserved"] == 30 * MiB
+    assert default["oversize_segments"] == 0
+
+
+_ROUNDUP = r"""
+x = torch.empty(1100 * 1024, dtype=torch.uint8, device="openreg:0")
+y = torch.empty(3 * MiB + 1, dtype=torch.uint8, device="openreg:0")
+x.fill_(1)
+report(allocated=stats()["allocated_bytes.all.current"], requested=stats()["requested_bytes.all.current"],
+       x_sum=int(x.sum()))
+"""
+
+
+@pytest.mark.parametrize("variable", ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"])
+def test_alloc_conf_roundup_power2_divisions(variable):
+    env = {"PYTORCH_ALLOC_CONF": None, "PYTORCH_CUDA_ALLOC_CONF": None, variable: "roundup_power2_divisions:4"}
+    out = _run_with_conf(_ROUNDUP, **env)
+    # 1100 KiB lies in [1, 2) MiB, cut in steps of 256 KiB: 1280 KiB; 3 MiB + 1
+    # lies in [2, 4) MiB, steps of 512 KiB: 3.5 MiB.
+    assert out["allocated"] == 1280 * 1024 + 3584 * 1024
+    assert out["requested"] == 1100 * 1024 + 3 * MiB + 1
+    assert out["x_sum"] == 1100 * 1024
+    default = _run_with_conf(_ROUNDUP, PYTORCH_ALLOC_CONF=None, PYTORCH_CUDA_ALLOC_CONF=None)
+    assert default["allocated"] == 1100 * 1024 + 3 * MiB + 512
+
+
+def test_alloc_conf_roundup_per_interval():
+    # Interval keys are in MiB: 8 divisions for [1, 2) MiB (and below), none
+    # (1) for [2, 4) MiB. 1100 KiB: steps of 128 KiB; 3 MiB + 1: 512 bytes.
+    out = _run_with_conf(_ROUNDUP, PYTORCH_ALLOC_CONF="roundup_power2_divisions:[1:8,2:1]")
+    assert out["allocated"] == 1152 * 1024 + 3 * MiB + 512
+
+
+_GARBAGE_COLLECTION = r"""
+torch.openreg.set_per_process_memory_fraction(0.01, 0)  # about 82 MiB of 8 GiB
+a, b, c = (torch.empty(12 * MiB, dtype=torch.uint8, device="openreg:0") for _ in range(3))
+del a, b
+d = torch.empty(16 * MiB, dtype=torch.uint8, device="openreg:0")
+before = stats()
+del c, d
+e = torch.empty(20 * MiB, dtype=torch.uint8, device="openreg:0")
+after = stats()
+report(reserved_before=before["reserved_bytes.all.current"], reserved=after["reserved_bytes.all.current"],
+       freed=after["num_device_free"] - before["num_device_free"])
+"""
+
+
+def test_alloc_conf_garbage_collection_threshold():
+    out = _run_with_conf(_GARBAGE_COLLECTION, PYTORCH_ALLOC_CONF="garbage_collection_threshold:0.5")
+    # 52 MiB reserved passes half of the allowed ~82 MiB: the longest-cached
+    # 12 MiB segment goes back before the 20 MiB one is reserved.
+    assert out["reserved_before"] == 52 * MiB
+    assert out["freed"] == 1
+    assert out["reserved"] == (52 - 12 + 20) * MiB
+    default = _run_with_conf(_GARBAGE_COLLECTION, PYTORCH_ALLOC_CONF=None, PYTORCH_CUDA_ALLOC_CONF=None)
+    assert default["freed"] == 0
+    assert default["reserved"] == 72 * MiB
+
+
+def test_alloc_conf_expandable_segments():
+    code = r"""
+try:
+    torch.ones(4, device="openreg:0")
+    report(error=None)
+except NotImplementedError as e:
+    report(error=str(e))
+"""
+    refused = _run_with_conf(code, PYTORCH_ALLOC_CONF="expandable_segments:True")
+    assert "expandable_segments:True" in refused["error"]
+    assert "not supported" in refused["error"]
+    accepted = _run_with_conf(code, PYTORCH_ALLOC_CONF="expandable_segments:False")
+    assert accepted["error"] is None
+
+
+def test_alloc_conf_invalid_value_is_an_error():
+    proc = run_python("import torch; torch.ones(4, device='openreg')",
+                      PYTORCH_ALLOC_CONF="garbage_collection_threshold:1.5")
+    assert proc.returncode != 0
+    assert "garbage_collect_threshold is invalid" in proc.stderr

@@ -10,8 +10,11 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/Fallback.h"
+#include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
+#include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegTensorMeta.h"
 
@@ -77,6 +80,68 @@ BINDING(py_fallback_stats, (), {
 })
 BINDING(py_reset_fallback_stats, (), at::openreg::reset_fallback_stats();)
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
+BINDING(py_set_memory_fraction, (double fraction, int index), setMemoryFraction(fraction, to_index(index));)
+BINDING(py_get_memory_fraction, (int index), return getMemoryFraction(to_index(index));)
+BINDING(py_caching_allocator_alloc, (int64_t size, int device_index, int64_t stream_id), {
+  TORCH_CHECK_VALUE(size >= 0, "caching_allocator_alloc: size must be non-negative, got ", size);
+  const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
+  return reinterpret_cast<uintptr_t>(raw_alloc(static_cast<size_t>(size), stream));
+})
+BINDING(py_caching_allocator_delete, (uintptr_t ptr), raw_free(reinterpret_cast<void*>(ptr));)
+// Stream.openreg_stream: the runtime handle (0 for the default stream).
+BINDING(py_stream_handle, (int device_index, int64_t stream_id), {
+  const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
+  return reinterpret_cast<uintptr_t>(OpenRegStream(stream).handle());
+})
+// ExternalStream: wraps a runtime stream created outside PyTorch. The
+// runtime validates the handle and says which device it belongs to.
+BINDING(py_stream_from_external, (uintptr_t handle, int device_index), {
+  TORCH_CHECK_VALUE(
+      handle != 0, "ExternalStream: handle 0 is the default stream, not an external one; "
+      "use torch.openreg.default_stream()");
+  auto* const stream_handle = reinterpret_cast<orStream_t>(handle);
+  int owner = -1;
+  OPENREG_CHECK(orStreamGetDevice(stream_handle, &owner));
+  TORCH_CHECK_VALUE(
+      device_index < 0 || device_index == owner, "ExternalStream: stream handle ", stream_handle,
+      " belongs to openreg:", owner, ", not openreg:", device_index);
+  const c10::Stream stream = getStreamFromExternal(stream_handle, to_index(owner));
+  return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()), static_cast<int>(stream.device_type()));
+})
+// torch.cuda.host_memory_stats' nested layout, from PyTorch's caching host
+// allocator that openreg's pinned memory uses.
+BINDING(py_host_memory_stats, (), {
+  const at::HostStats stats = getHostAllocator()->get_stats();
+  const auto stat = [](const c10::CachingAllocator::Stat& s) {
+    py::dict d;
+    d["current"] = s.current;
+    d["peak"] = s.peak;
+    d["allocated"] = s.allocated;
+    d["freed"] = s.freed;
+    return d;
+  };
+  const auto duration = [](const c10::CachingAllocator::DurationStat& s) {
+    py::dict d;
+    d["total"] = s.total;
+    d["max"] = s.max;
+    d["min"] = s.min;
+    d["count"] = s.count;
+    d["avg"] = s.count == 0 ? 0 : s.total / s.count;
+    return d;
+  };
+  py::dict result;
+  result["allocations"] = stat(stats.allocations);
+  result["allocated_bytes"] = stat(stats.allocated_bytes);
+  result["active_requests"] = stat(stats.active_requests);
+  result["active_bytes"] = stat(stats.active_bytes);
+  result["num_host_alloc"] = stats.num_host_alloc;
+  result["num_host_free"] = stats.num_host_free;
+  result["host_alloc_time"] = duration(stats.host_alloc_time);
+  result["host_free_time"] = duration(stats.host_free_time);
+  return result;
+})
+BINDING(py_reset_accumulated_host_memory_stats, (), getHostAllocator()->reset_accumulated_stats();)
+BINDING(py_reset_peak_host_memory_stats, (), getHostAllocator()->reset_peak_stats();)
 
 } // namespace
 
@@ -100,4 +165,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_event_elapsed_time", &py_event_elapsed_time);
   m.def("_reset_fallback_stats", &py_reset_fallback_stats);
   m.def("_get_tensor_tag", &py_get_tensor_tag);
+  m.def("_set_memory_fraction", &py_set_memory_fraction);
+  m.def("_get_memory_fraction", &py_get_memory_fraction);
+  m.def("_caching_allocator_alloc", &py_caching_allocator_alloc);
+  m.def("_caching_allocator_delete", &py_caching_allocator_delete);
+  m.def("_stream_handle", &py_stream_handle);
+  m.def("_stream_from_external", &py_stream_from_external);
+  m.def("_host_memory_stats", &py_host_memory_stats);
+  m.def("_reset_accumulated_host_memory_stats", &py_reset_accumulated_host_memory_stats);
+  m.def("_reset_peak_host_memory_stats", &py_reset_peak_host_memory_stats);
 }

@@ -15,19 +15,37 @@
 // used on other streams (record_stream) is reused only once events recorded
 // on those streams at free time have completed.
 //
+// Configuration: PyTorch's device-generic AcceleratorAllocatorConfig parses
+// PYTORCH_ALLOC_CONF (or the older PYTORCH_CUDA_ALLOC_CONF) and
+// torch._C._accelerator_setAllocatorSettings; this allocator reads it at each
+// allocation, as CUDA's does. Honoured: max_split_size_mb (blocks that large
+// are neither split nor handed to much smaller requests),
+// max_non_split_rounding_mb, roundup_power2_divisions, and
+// garbage_collection_threshold (with a per-process memory fraction: cached
+// segments are returned, oldest first, once reserved memory passes that share
+// of the allowed memory). expandable_segments:True is refused: the runtime
+// cannot grow a mapping in place.
+//
+// set_per_process_memory_fraction caps the memory reserved on a device;
+// allocating past it raises torch.OutOfMemoryError, as on CUDA.
+//
 // Deleters and allocations never take the GIL: they may run with or without
 // it held by the caller.
 #include "runtime/OpenRegDeviceAllocator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <vector>
 
+#include <c10/core/AllocatorConfig.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/flat_hash_map.h>
@@ -39,6 +57,7 @@
 namespace c10::openreg {
 namespace {
 
+using c10::CachingAllocator::AcceleratorAllocatorConfig;
 using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
@@ -68,8 +87,24 @@ std::string format_bytes(size_t bytes) {
   return os.str();
 }
 
+// roundup_power2_divisions: the power-of-two interval holding `size` is cut
+// into `divisions` equal steps, and the size rounds up to the next step
+// (fewer distinct sizes, so cached blocks are reused more often).
+size_t round_to_power2_division(size_t size, size_t divisions) {
+  // size > kMinBlockSize * divisions, so a step is a multiple of kMinBlockSize.
+  const size_t step = c10::llvm::PowerOf2Floor(size) / divisions;
+  return (size + step - 1) / step * step;
+}
+
 size_t round_size(size_t size) {
-  return size < kMinBlockSize ? kMinBlockSize : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+  if (size < kMinBlockSize) {
+    return kMinBlockSize;
+  }
+  const size_t divisions = AcceleratorAllocatorConfig::roundup_power2_divisions(size);
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    return round_to_power2_division(size, divisions);
+  }
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
 
 size_t segment_size(size_t size) {
@@ -96,6 +131,12 @@ struct Block {
   Block* next = nullptr;
   // In its pool's set of cached blocks (not allocated, not awaiting events).
   bool cached = false;
+  // Allocated while at least max_split_size (counted in oversize_allocations
+  // until freed, whatever the setting is by then).
+  bool oversize = false;
+  // When it entered the cache (a per-device counter): garbage collection
+  // returns the longest-cached segments first.
+  uint64_t cached_at = 0;
   // Streams other than `stream` that used the block (record_stream).
   ska::flat_hash_set<c10::Stream> stream_uses;
 
@@ -138,11 +179,13 @@ class DeviceCache {
     process_events();
     const size_t size = round_size(requested);
     BlockPool& pool = size <= kSmallSize ? small_ : large_;
-    Block* block = take_cached(pool, size, stream);
+    const size_t max_split_size = AcceleratorAllocatorConfig::max_split_size();
+    Block* block = take_cached(pool, size, stream, max_split_size);
     if (block == nullptr) {
-      block = new_segment(pool, size, requested, stream);
+      collect_garbage();
+      block = new_segment(pool, size, requested, stream, max_split_size);
     }
-    if (should_split(*block, size)) {
+    if (should_split(*block, size, max_split_size)) {
       auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, &pool);
       rest->prev = block;
       rest->next = block->next;
@@ -155,6 +198,10 @@ class DeviceCache {
     }
     block->allocated = true;
     block->requested_size = requested;
+    block->oversize = block->size >= max_split_size;
+    if (block->oversize) {
+      stats.oversize_allocations.increase(1);
+    }
     for_each_stat(pool, [&](size_t t) {
       stats.allocation[t].increase(1);
       stats.allocated_bytes[t].increase(block->size);
@@ -168,6 +215,9 @@ class DeviceCache {
   void free(Block* block) {
     std::lock_guard<std::mutex> lock(mutex);
     block->allocated = false;
+    if (block->oversize) {
+      stats.oversize_allocations.decrease(1);
+    }
     for_each_stat(*block->pool, [&](size_t t) {
       stats.allocation[t].decrease(1);
       stats.allocated_bytes[t].decrease(block->size);
@@ -201,6 +251,18 @@ class DeviceCache {
     release_cached(large_);
   }
 
+  // Caps reserved memory at `fraction` of the device's capacity.
+  void set_memory_fraction(double fraction, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mutex);
+    memory_fraction_ = fraction;
+    allowed_bytes_ = static_cast<size_t>(fraction * static_cast<double>(capacity));
+  }
+
+  double memory_fraction() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return memory_fraction_;
+  }
+
   mutable std::mutex mutex;
   DeviceStats stats;
 
@@ -213,23 +275,38 @@ class DeviceCache {
     c10::CachingAllocator::for_each_selected_stat_type(types, fn);
   }
 
-  static bool should_split(const Block& block, size_t size) {
+  // Requests of max_split_size or more are never split, so that large
+  // blocks are not fragmented by small requests.
+  static bool should_split(const Block& block, size_t size, size_t max_split_size) {
     const size_t remaining = block.size - size;
-    return block.pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    return block.pool->is_small ? remaining >= kMinBlockSize : size < max_split_size && remaining > kSmallSize;
   }
 
-  Block* take_cached(BlockPool& pool, size_t size, c10::Stream stream) {
+  // The smallest cached block of `stream` that fits, if any. An oversize
+  // block (max_split_size or more) serves only a request of that class
+  // within max_non_split_rounding_mb of it; blocks later in the order are
+  // larger still, so the first candidate decides.
+  Block* take_cached(BlockPool& pool, size_t size, c10::Stream stream, size_t max_split_size) {
     Block key(nullptr, size, stream, &pool);
     auto it = pool.blocks.lower_bound(&key);
     if (it == pool.blocks.end() || (*it)->stream != stream) {
       return nullptr;
     }
     Block* block = *it;
+    if (block->size >= max_split_size &&
+        (size < max_split_size ||
+         block->size - size >= AcceleratorAllocatorConfig::max_non_split_rounding_size())) {
+      return nullptr;
+    }
     pool_erase(block);
     return block;
   }
 
-  Block* new_segment(BlockPool& pool, size_t size, size_t requested, c10::Stream stream) {
+  Block* new_segment(BlockPool& pool, size_t size, size_t requested, c10::Stream stream, size_t max_split_size) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        !AcceleratorAllocatorConfig::use_expandable_segments(),
+        "openreg: the allocator setting expandable_segments:True (PYTORCH_ALLOC_CONF) is not supported: the "
+        "openreg runtime cannot grow a device mapping in place. Remove it or set expandable_segments:False.");
     size_t bytes = segment_size(size);
     void* ptr = nullptr;
     orError_t err = runtime_malloc(&ptr, &bytes, size);
@@ -244,10 +321,13 @@ class DeviceCache {
     }
     if (err == orErrorMemoryAllocation) {
       stats.num_ooms += 1;
-      raise_out_of_memory(requested);
+      raise_out_of_memory(requested, size);
     }
     OPENREG_CHECK(err);
     stats.num_device_alloc += 1;
+    if (bytes >= max_split_size) {
+      stats.oversize_segments.increase(1);
+    }
     for_each_stat(pool, [&](size_t t) {
       stats.segment[t].increase(1);
       stats.reserved_bytes[t].increase(bytes);
@@ -255,26 +335,72 @@ class DeviceCache {
     return new Block(ptr, bytes, stream, &pool);
   }
 
-  // Asks for a whole segment of *bytes; when the device cannot hold that much
-  // but can hold the request itself (a small or nearly full device), settles
-  // for a segment of exactly `size`, updating *bytes.
-  static orError_t runtime_malloc(void** ptr, size_t* bytes, size_t size) {
-    orError_t err = orMalloc(ptr, *bytes);
+  // Asks for a whole segment of *bytes; when the device (or the memory
+  // fraction) cannot hold that much but can hold the request itself (a small
+  // or nearly full device), settles for a segment of exactly `size`, updating
+  // *bytes. Past the memory fraction, fails as the runtime does when full.
+  orError_t runtime_malloc(void** ptr, size_t* bytes, size_t size) {
+    const auto reserved = static_cast<size_t>(stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    const auto fits_fraction = [&](size_t n) { return reserved + n <= allowed_bytes_; };
+    orError_t err = fits_fraction(*bytes) ? orMalloc(ptr, *bytes) : orErrorMemoryAllocation;
     if (err == orErrorMemoryAllocation && *bytes > size) {
       *bytes = size;
-      err = orMalloc(ptr, *bytes);
+      err = fits_fraction(*bytes) ? orMalloc(ptr, *bytes) : orErrorMemoryAllocation;
     }
     return err;
   }
 
-  [[noreturn]] void raise_out_of_memory(size_t requested) {
+  // garbage_collection_threshold: with a memory fraction set, once reserved
+  // memory passes the threshold's share of the allowed memory, whole cached
+  // segments go back to the runtime, longest-cached first, until it is below.
+  void collect_garbage() {
+    const double threshold = AcceleratorAllocatorConfig::garbage_collection_threshold();
+    if (threshold <= 0.0 || memory_fraction_ >= 1.0) {
+      return;
+    }
+    const auto target = static_cast<size_t>(threshold * static_cast<double>(allowed_bytes_));
+    const auto reserved = [&] { return stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current; };
+    if (static_cast<size_t>(reserved()) <= target) {
+      return;
+    }
+    std::vector<Block*> segments;
+    for (BlockPool* pool : {&small_, &large_}) {
+      for (Block* block : pool->blocks) {
+        if (!block->is_split()) {
+          segments.push_back(block);
+        }
+      }
+    }
+    std::sort(segments.begin(), segments.end(), [](const Block* a, const Block* b) { return a->cached_at < b->cached_at; });
+    for (Block* block : segments) {
+      if (static_cast<size_t>(reserved()) <= target) {
+        break;
+      }
+      block->pool->blocks.erase(block);
+      release_segment(block);
+    }
+  }
+
+  // `size` is the rounded request: past the memory fraction, that is what
+  // the fraction could not hold, and the runtime itself was never asked.
+  [[noreturn]] void raise_out_of_memory(size_t requested, size_t size) {
     const std::string detail = orGetLastErrorMessage();
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     (void)orMemGetInfo(&free_bytes, &total_bytes);
     const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
-    const size_t allocated = stats.allocated_bytes[aggregate].current;
-    const size_t reserved = stats.reserved_bytes[aggregate].current;
+    const auto allocated = static_cast<size_t>(stats.allocated_bytes[aggregate].current);
+    const auto reserved = static_cast<size_t>(stats.reserved_bytes[aggregate].current);
+    const bool fraction_set = memory_fraction_ < 1.0;
+    std::ostringstream allowed;
+    allowed << ",";
+    if (fraction_set) {
+      allowed << " with " << format_bytes(allowed_bytes_) << " allowed (set_per_process_memory_fraction("
+              << memory_fraction_ << "));";
+    }
+    const std::string advice = fraction_set && reserved + size > allowed_bytes_
+        ? " Raise the per-process memory fraction or free tensors."
+        : " Set OPENREG_DEVICE_MEMORY to change the capacity. (" + detail + ")";
     TORCH_CHECK_WITH(
         OutOfMemoryError,
         false,
@@ -288,11 +414,12 @@ class DeviceCache {
         format_bytes(free_bytes),
         " is free. Of the allocated memory ",
         format_bytes(allocated),
-        " is allocated by PyTorch, and ",
+        " is allocated by PyTorch",
+        allowed.str(),
+        " and ",
         format_bytes(reserved - allocated),
-        " is reserved by PyTorch but unallocated. Set OPENREG_DEVICE_MEMORY to change the capacity. (",
-        detail,
-        ")");
+        " is reserved by PyTorch but unallocated.",
+        advice);
   }
 
   // A freed block goes back to its pool, merged with free neighbours.
@@ -333,15 +460,23 @@ class DeviceCache {
         ++it;
         continue;
       }
-      OPENREG_CHECK(orFree(block->ptr));
-      stats.num_device_free += 1;
-      for_each_stat(pool, [&](size_t t) {
-        stats.segment[t].decrease(1);
-        stats.reserved_bytes[t].decrease(block->size);
-      });
       it = pool.blocks.erase(it);
-      delete block;
+      release_segment(block);
     }
+  }
+
+  // Returns a whole cached segment, already out of its pool's set, to the runtime.
+  void release_segment(Block* block) {
+    OPENREG_CHECK(orFree(block->ptr));
+    stats.num_device_free += 1;
+    if (block->size >= AcceleratorAllocatorConfig::max_split_size()) {
+      stats.oversize_segments.decrease(1);
+    }
+    for_each_stat(*block->pool, [&](size_t t) {
+      stats.segment[t].decrease(1);
+      stats.reserved_bytes[t].decrease(block->size);
+    });
+    delete block;
   }
 
   // Pool membership changes only here. A cached block that shares its
@@ -350,6 +485,7 @@ class DeviceCache {
   void pool_insert(Block* block) {
     block->pool->blocks.insert(block);
     block->cached = true;
+    block->cached_at = ++cache_clock_;
     if (block->is_split()) {
       for_each_stat(*block->pool, [&](size_t t) {
         stats.inactive_split[t].increase(1);
@@ -407,6 +543,9 @@ class DeviceCache {
   BlockPool small_{true};
   BlockPool large_{false};
   std::deque<std::pair<std::unique_ptr<c10::Event>, Block*>> pending_;
+  uint64_t cache_clock_ = 0;
+  double memory_fraction_ = 1.0;
+  size_t allowed_bytes_ = std::numeric_limits<size_t>::max();
 };
 
 class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
@@ -452,7 +591,9 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   DeviceStats getDeviceStats(DeviceIndex device) override {
     DeviceCache& c = cache(device);
     std::lock_guard<std::mutex> lock(c.mutex);
-    return c.stats;
+    DeviceStats stats = c.stats;
+    stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
+    return stats;
   }
 
   void resetAccumulatedStats(DeviceIndex device) override {
@@ -477,6 +618,38 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
         stat.reset_peak();
       }
     }
+  }
+
+  void set_memory_fraction(double fraction, DeviceIndex device) {
+    TORCH_CHECK_VALUE(
+        fraction > 0.0 && fraction <= 1.0,
+        "Invalid fraction value: ", fraction, ". Allowed range: 0~1 (0 excluded) for openreg:", static_cast<int>(device));
+    cache(device).set_memory_fraction(fraction, getMemoryInfo(device).second);
+  }
+
+  double memory_fraction(DeviceIndex device) {
+    return cache(device).memory_fraction();
+  }
+
+  void* raw_alloc(size_t nbytes, c10::Stream stream) {
+    if (nbytes == 0) {
+      return nullptr;
+    }
+    const DeviceIndex device = stream.device_index();
+    DeviceCache& device_cache = cache(device);
+    const c10::DeviceGuard guard(make_device(device));  // the runtime allocates on the current device
+    Block* block = device_cache.malloc(nbytes, stream);
+    remember(block);
+    return block->ptr;
+  }
+
+  void raw_free(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    Block* block = forget(ptr);
+    TORCH_CHECK_VALUE(block != nullptr, "caching_allocator_delete: ", ptr, " was not allocated by the openreg allocator");
+    cache(block->stream.device_index()).free(block);
   }
 
   std::pair<size_t, size_t> getMemoryInfo(DeviceIndex device) override {
@@ -570,6 +743,22 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 c10::DeviceAllocator* getDeviceAllocator() {
   return &g_allocator;
+}
+
+void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  g_allocator.set_memory_fraction(fraction, device);
+}
+
+double getMemoryFraction(c10::DeviceIndex device) {
+  return g_allocator.memory_fraction(device);
+}
+
+void* raw_alloc(size_t nbytes, c10::Stream stream) {
+  return g_allocator.raw_alloc(nbytes, stream);
+}
+
+void raw_free(void* ptr) {
+  g_allocator.raw_free(ptr);
 }
 
 } // namespace c10::openreg

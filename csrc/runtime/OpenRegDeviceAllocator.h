@@ -9,4 +9,15 @@ namespace c10::openreg {
 // without the GIL held by the caller and never touch Python.
 c10::DeviceAllocator* getDeviceAllocator();
 
+// torch.openreg.set_per_process_memory_fraction: caps the memory the cache
+// reserves on `device` at fraction (0, 1] of its capacity.
+void setMemoryFraction(double fraction, c10::DeviceIndex device);
+double getMemoryFraction(c10::DeviceIndex device);
+
+// torch.openreg.caching_allocator_alloc / caching_allocator_delete: a raw
+// block of the cache, allocated on `stream` (nullptr for 0 bytes), and its
+// release; raw_free raises for an address the cache did not hand out.
+void* raw_alloc(size_t nbytes, c10::Stream stream);
+void raw_free(void* ptr);
+
 } // namespace c10::openreg

@@ -1,26 +1,41 @@
-"""``torch.openreg``: the device module, shaped like ``torch.cuda``."""
-import atexit
-import threading
-import time
+"""``torch.openreg``: the device module, shaped like ``torch.cuda``.
 
-import torch
-
+Public names are exactly ``__all__``; docs/cuda-parity.md maps every public
+name of ``torch.cuda`` to its openreg counterpart or says why there is none.
+"""
 from .. import _C
-from . import amp
+from . import amp, memory, random, streams
+from ._device_properties import get_device_capability, get_device_name, get_device_properties
+from ._initialization import _is_in_bad_fork, _lazy_init, _run_when_initialized, init, is_initialized
 from .amp import get_amp_supported_dtype, is_bf16_supported
 from ._utils import _get_device_index
 from .memory import (
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
+    empty_host_cache,
+    get_allocator_backend,
+    get_per_process_memory_fraction,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
     max_memory_allocated,
+    max_memory_cached,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_cached,
     memory_reserved,
     memory_stats,
+    memory_stats_as_nested_dict,
+    memory_summary,
+    reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -32,53 +47,64 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from .streams import (
+    Event,
+    ExternalStream,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    get_stream_from_external,
+    set_stream,
+    stream,
+)
 
 __all__ = [
-    "amp",
-    "get_amp_supported_dtype",
-    "is_bf16_supported",
-    "Event",
-    "Stream",
-    "StreamContext",
-    "current_stream",
-    "default_stream",
-    "set_stream",
-    "stream",
-    "empty_cache",
-    "fallback_stats",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_accumulated_memory_stats",
-    "reset_fallback_stats",
-    "reset_peak_memory_stats",
+    # device management
     "current_device",
     "device",
     "device_count",
     "device_of",
-    "get_rng_state",
-    "get_rng_state_all",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
     "init",
     "is_available",
-    "initial_seed",
     "is_initialized",
-    "manual_seed",
-    "manual_seed_all",
-    "seed",
-    "seed_all",
+    "is_tf32_supported",
     "set_device",
-    "set_rng_state",
-    "set_rng_state_all",
     "synchronize",
+    # streams and events
+    "Event",
+    "ExternalStream",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "get_stream_from_external",
+    "set_stream",
+    "stream",
+    # memory
+    *memory.__all__,
+    # random numbers
+    *random.__all__,
+    "default_generators",
+    # mixed precision
+    "get_amp_supported_dtype",
+    "is_bf16_supported",
+    # CPU fallback accounting
+    "fallback_stats",
+    "reset_fallback_stats",
+    # submodules
+    "amp",
+    "memory",
+    "random",
+    "streams",
 ]
 
-_initialized = False
-_init_lock = threading.Lock()
-# Calls made before initialization that must take effect at it (seeding).
-_deferred_calls = []
+# The default torch.Generator of each device; filled at initialization, as
+# torch.cuda.default_generators is.
+default_generators: tuple = ()
 
 
 def is_available() -> bool:
@@ -89,58 +115,6 @@ def is_available() -> bool:
 def device_count() -> int:
     """Number of openreg devices (``OPENREG_DEVICE_COUNT``); raises if that setting is invalid."""
     return _C._device_count()
-
-
-def _is_in_bad_fork() -> bool:
-    return _C._is_in_bad_fork()
-
-
-def is_initialized() -> bool:
-    return _initialized and not _is_in_bad_fork()
-
-
-def _lazy_init() -> None:
-    """Starts the runtime once; PyTorch calls this before the first device tensor."""
-    global _initialized
-    if is_initialized():
-        return
-    with _init_lock:
-        if is_initialized():
-            return
-        if _is_in_bad_fork():
-            raise RuntimeError(
-                "Cannot re-initialize openreg in a forked subprocess. To use openreg with "
-                "multiprocessing, you must use the 'spawn' start method."
-            )
-        _C._init()
-        atexit.register(_let_autograd_device_threads_finish)
-        _initialized = True
-        for call in _deferred_calls:
-            call()
-        _deferred_calls.clear()
-
-
-def _run_when_initialized(call) -> None:
-    """Runs ``call`` now if openreg is initialized, else at initialization."""
-    with _init_lock:
-        if not is_initialized():
-            _deferred_calls.append(call)
-            return
-    call()
-
-
-def _let_autograd_device_threads_finish() -> None:
-    # backward() stashes a Python object in the thread-local state that the
-    # autograd device thread captures, and that thread may drop it (taking the
-    # GIL) just after backward() returns. If the interpreter is finalizing by
-    # then, the thread is killed mid-unwind and the process aborts. Releasing
-    # the GIL once at exit lets such a thread finish first.
-    time.sleep(0.01)
-
-
-def init() -> None:
-    """Initializes openreg explicitly (it is otherwise initialized at first use)."""
-    _lazy_init()
 
 
 def current_device() -> int:
@@ -162,6 +136,12 @@ def synchronize(device=None) -> None:
     _C._synchronize(_get_device_index(device, optional=True))
 
 
+def is_tf32_supported() -> bool:
+    """False: openreg computes float32 matrix products in full float32 on the
+    host; there is no TensorFloat-32 mode to switch to."""
+    return False
+
+
 def fallback_stats() -> dict[str, int]:
     """How many calls of each operator ran on the CPU fallback since the last
     reset (operators without an openreg kernel; see OPENREG_FALLBACK*)."""
@@ -172,13 +152,13 @@ def reset_fallback_stats() -> None:
     _C._reset_fallback_stats()
 
 
-def _set_tensor_tag(tensor: torch.Tensor, tag: int) -> None:
+def _set_tensor_tag(tensor, tag: int) -> None:
     """Attaches backend-private metadata (an integer tag) to an openreg tensor;
     it survives torch.save / torch.load onto openreg."""
     _C._set_tensor_tag(tensor, int(tag))
 
 
-def _get_tensor_tag(tensor: torch.Tensor) -> int:
+def _get_tensor_tag(tensor) -> int:
     """The tag set by ``_set_tensor_tag`` (0 if none)."""
     return _C._get_tensor_tag(tensor)
 

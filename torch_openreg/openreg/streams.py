@@ -8,7 +8,17 @@ import torch
 from .. import _C
 from ._utils import _get_device_index
 
-__all__ = ["Event", "Stream", "StreamContext", "current_stream", "default_stream", "set_stream", "stream"]
+__all__ = [
+    "Event",
+    "ExternalStream",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "get_stream_from_external",
+    "set_stream",
+    "stream",
+]
 
 
 class Stream(torch.Stream):
@@ -46,8 +56,32 @@ class Stream(torch.Stream):
         """0 (default) down to -2 (highest)."""
         return _C._stream_priority(self.device_index, self.stream_id)
 
+    @property
+    def openreg_stream(self) -> int:
+        """The runtime stream handle (``orStream_t``) as an integer, 0 for the
+        default stream, as ``torch.cuda.Stream.cuda_stream``."""
+        return _C._stream_handle(self.device_index, self.stream_id)
+
     def __repr__(self):
         return f"<torch.openreg.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class ExternalStream(Stream):
+    """Wraps a stream created through the openreg runtime outside PyTorch
+    (``orStreamCreate``), given its handle as an integer, so that PyTorch work
+    can be queued on it. The caller keeps the runtime stream alive while the
+    wrapper is used. ``device`` defaults to the device the runtime says the
+    stream belongs to; a different one is an error."""
+
+    def __new__(cls, stream_ptr: int, device=None, **kwargs):
+        index = -1 if device is None else _get_device_index(device, optional=True)
+        stream_id, device_index, device_type = _C._stream_from_external(stream_ptr, index)
+        return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def get_stream_from_external(data_ptr: int, device=None) -> Stream:
+    """A ``Stream`` for a runtime stream created outside PyTorch (see ``ExternalStream``)."""
+    return ExternalStream(data_ptr, device)
 
 
 class Event(torch.Event):
