@@ -5,6 +5,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
 namespace {
@@ -37,8 +38,8 @@ struct OpenRegHostAllocatorImpl final
         ->getStream(make_device(current_device()));
   }
 
-  bool stream_is_capturing(c10::Stream /*stream*/) const override {
-    return false;  // openreg has no graph capture
+  bool stream_is_capturing(c10::Stream stream) const override {
+    return c10::openreg::stream_is_capturing(stream);
   }
 };
 

@@ -27,6 +27,7 @@ struct DevicePools {
 
 std::array<DevicePools, kMaxDevices> g_pools;
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_ids{};
+std::atomic<StreamCaptureQuery> g_capture_query{nullptr};
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   if (device < 0) {
@@ -146,6 +147,15 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device) 
 void wait_for_stream(const OpenRegStream& stream) {
   // Cheap when the stream is idle: the runtime returns at once.
   stream.synchronize();
+}
+
+void set_stream_capture_query(StreamCaptureQuery query) {
+  g_capture_query.store(query, std::memory_order_release);
+}
+
+bool stream_is_capturing(c10::Stream stream) {
+  const StreamCaptureQuery query = g_capture_query.load(std::memory_order_acquire);
+  return query != nullptr && query(stream);
 }
 
 } // namespace c10::openreg
