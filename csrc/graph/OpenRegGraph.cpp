@@ -18,11 +18,11 @@
 
 #include <ATen/core/GraphImplInterface.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 
 #include "graph/StreamCapture.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
@@ -60,25 +60,16 @@ class OpenRegGraph final : public at::GraphImplInterface {
   void replay() override {
     TORCH_CHECK(!capture_, "Cannot replay an openreg graph while it is capturing");
     // Like a CUDA graph launch, replay is work on the capture stream.
-    const OpenRegStream stream(stream_);
-    c10::DeviceGuard device_guard(stream_.device());
-    const OpenRegStream previous = getCurrentOpenRegStream(stream.device_index());
-    setCurrentOpenRegStream(stream);
+    const OpenRegStreamGuard stream_guard(stream_);
     // Autograd recorded its own work during capture; replay only recomputes.
     c10::AutoGradMode no_grad(false);
-    try {
-      for (const CapturedCall& call : calls_) {
-        std::vector<c10::IValue> stack = call.inputs;
-        call.op.callBoxed(stack);
-        for (size_t i = 0; i < stack.size() && i < call.outputs.size(); ++i) {
-          write_into(call.outputs[i], stack[i]);
-        }
+    for (const CapturedCall& call : calls_) {
+      std::vector<c10::IValue> stack = call.inputs;
+      call.op.callBoxed(stack);
+      for (size_t i = 0; i < stack.size() && i < call.outputs.size(); ++i) {
+        write_into(call.outputs[i], stack[i]);
       }
-    } catch (...) {
-      setCurrentOpenRegStream(previous);
-      throw;
     }
-    setCurrentOpenRegStream(previous);
   }
 
   void reset() override {

@@ -4,10 +4,9 @@
 #include <atomic>
 #include <mutex>
 
-#include <c10/core/DeviceGuard.h>
-
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGuard.h"
 
 namespace c10::openreg {
 namespace {
@@ -47,7 +46,7 @@ int greatest_priority() {
 DevicePools& pools_for(c10::DeviceIndex device) {
   DevicePools& pools = g_pools[device];
   std::call_once(pools.once, [&] {
-    c10::DeviceGuard guard(make_device(device));
+    OpenRegGuard guard(device);
     for (int level = 0; level < kPriorityLevels; ++level) {
       for (auto& stream : pools.streams[level]) {
         OPENREG_CHECK(orStreamCreateWithPriority(&stream, 0, -level));
@@ -84,13 +83,13 @@ orStream_t OpenRegStream::handle() const {
 
 int OpenRegStream::priority() const {
   int priority = 0;
-  c10::DeviceGuard guard(stream_.device());  // a null handle means this device's default
+  OpenRegGuard guard(stream_.device());  // a null handle means this device's default
   OPENREG_CHECK(orStreamGetPriority(handle(), &priority));
   return priority;
 }
 
 bool OpenRegStream::query() const {
-  c10::DeviceGuard guard(stream_.device());
+  OpenRegGuard guard(stream_.device());
   const orError_t err = orStreamQuery(handle());
   if (err == orErrorNotReady) {
     return false;
