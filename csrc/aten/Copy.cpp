@@ -4,11 +4,11 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/resize.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "aten/HostView.h"
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStream.h"
 
@@ -66,7 +66,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     return dst;
   }
   const c10::Device device = dst.is_privateuseone() ? dst.device() : self.device();
-  c10::DeviceGuard guard(device);
+  c10::openreg::OpenRegGuard guard(device);
   const c10::openreg::OpenRegStream stream = c10::openreg::getCurrentOpenRegStream(device.index());
   if (self.is_privateuseone() && dst.is_privateuseone() && self.device() != dst.device()) {
     // Peer copy: the source device's queued work comes first as well.

@@ -2,7 +2,7 @@
 // kernel directly on device memory (see HostView.h), after the same device
 // checks CUDA makes, so a tensor left on the CPU is still an error.
 //
-// Controls, read once from the environment:
+// Controls (runtime/Options.h parses them):
 //   OPENREG_FALLBACK_MODE=copy  PyTorch's own at::native::cpu_fallback, which
 //                               copies every argument to the CPU and back
 //                               (to measure what zero-copy saves);
@@ -16,10 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -34,66 +32,10 @@
 #include "aten/IValueTensors.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
+#include "runtime/Options.h"
 
 namespace at::openreg {
 namespace {
-
-enum class FallbackMode { ZeroCopy, Copy };
-
-// Read at the first fallback call, so that a bad value is reported there
-// rather than failing `import torch`.
-struct FallbackSettings {
-  FallbackMode mode = FallbackMode::ZeroCopy;
-  bool enabled = true;
-  bool warn = false;
-};
-
-bool parse_flag(const char* name, bool default_value) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') {
-    return default_value;
-  }
-  const std::string value = env;
-  TORCH_CHECK_VALUE(value == "0" || value == "1", name, "='", value, "' is invalid: expected 0 or 1");
-  return value == "1";
-}
-
-const FallbackSettings& settings() {
-  static const FallbackSettings parsed = [] {
-    FallbackSettings s;
-    const char* mode = std::getenv("OPENREG_FALLBACK_MODE");
-    const std::string mode_value = mode ? mode : "";
-    TORCH_CHECK_VALUE(
-        mode_value.empty() || mode_value == "zero_copy" || mode_value == "copy",
-        "OPENREG_FALLBACK_MODE='",
-        mode_value,
-        "' is invalid: expected 'zero_copy' (default) or 'copy'");
-    s.mode = mode_value == "copy" ? FallbackMode::Copy : FallbackMode::ZeroCopy;
-    s.enabled = parse_flag("OPENREG_FALLBACK", true);
-    s.warn = parse_flag("OPENREG_FALLBACK_WARN", false);
-    return s;
-  }();
-  return parsed;
-}
-
-// OPENREG_FALLBACK_OPS, as aten operator names without the namespace.
-std::vector<std::string> forced_ops() {
-  std::vector<std::string> names;
-  const char* env = std::getenv("OPENREG_FALLBACK_OPS");
-  std::stringstream list(env ? env : "");
-  std::string op;
-  while (std::getline(list, op, ',')) {
-    op.erase(0, op.find_first_not_of(" \t"));
-    op.erase(op.find_last_not_of(" \t") + 1);
-    if (op.rfind("aten::", 0) == 0) {
-      op = op.substr(6);
-    }
-    if (!op.empty()) {
-      names.push_back(op);
-    }
-  }
-  return names;
-}
 
 // One per operator that ever fell back; never freed, so policies may point at
 // them from any thread.
@@ -189,7 +131,7 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
 // OPENREG_FALLBACK=0 (strict): an operator without an openreg kernel raises.
 void check_enabled(const OpPolicy& policy) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      settings().enabled,
+      c10::openreg::fallback_options().enabled,
       "The operator '",
       policy.name,
       "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
@@ -198,7 +140,7 @@ void check_enabled(const OpPolicy& policy) {
 // fallback_stats(), and OPENREG_FALLBACK_WARN's warning once per operator.
 void count_call(const OpPolicy& policy) {
   policy.counter->calls.fetch_add(1, std::memory_order_relaxed);
-  if (settings().warn && !policy.counter->warned.exchange(true)) {
+  if (c10::openreg::fallback_options().warn && !policy.counter->warned.exchange(true)) {
     TORCH_WARN("The operator '", policy.name, "' has no openreg kernel and runs on the CPU fallback.");
   }
 }
@@ -254,7 +196,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
 
   count_call(policy);
 
-  if (settings().mode == FallbackMode::Copy) {
+  if (c10::openreg::fallback_options().mode == c10::openreg::FallbackMode::Copy) {
     at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
     return;
   }
@@ -316,23 +258,30 @@ void reset_fallback_stats() {
 }
 
 void register_forced_fallbacks() {
-  const std::vector<std::string> ops = forced_ops();
-  if (ops.empty()) {
-    return;
-  }
-  static torch::Library library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  for (const std::string& op : ops) {
-    const auto dot = op.find('.');
-    const c10::OperatorName name(
-        "aten::" + op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
-    TORCH_CHECK_VALUE(
-        c10::Dispatcher::singleton().findSchema(name).has_value(),
-        "OPENREG_FALLBACK_OPS names '",
-        op,
-        "', which is not an aten operator (write e.g. 'add.Tensor' or 'aten::mm')");
-    library.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
-  }
+  // A failed call registers nothing, so the next device use reports the same
+  // error; a successful one is not repeated.
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    const std::vector<std::string>& ops = c10::openreg::fallback_options().forced_ops;
+    for (const std::string& op : ops) {
+      const auto dot = op.find('.');
+      const c10::OperatorName name(
+          "aten::" + op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
+      TORCH_CHECK(
+          c10::Dispatcher::singleton().findSchema(name).has_value(),
+          "OPENREG_FALLBACK_OPS names '",
+          op,
+          "', which is not an aten operator (write e.g. 'add.Tensor' or 'aten::mm')");
+    }
+    if (ops.empty()) {
+      return;
+    }
+    static torch::Library library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    for (const std::string& op : ops) {
+      library.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+    }
+  });
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

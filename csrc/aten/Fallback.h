@@ -32,9 +32,10 @@ std::vector<std::pair<std::string, uint64_t>> fallback_stats();
 void reset_fallback_stats();
 
 // OPENREG_FALLBACK_OPS=op1,op2 routes the named operators to the fallback even
-// where an openreg kernel exists. Called once the extension is loaded, after
-// every static registration, so that these registrations are the newest and
-// win.
+// where an openreg kernel exists. Called at lazy init (first device use), not
+// when the extension loads, so that a typo never breaks `import torch`; that is
+// also after every static registration, so these registrations are the newest
+// and win. Throws, naming the variable, if a name is not an aten operator.
 void register_forced_fallbacks();
 
 } // namespace at::openreg

@@ -11,11 +11,11 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
 
@@ -47,7 +47,7 @@ at::Tensor empty_memory_format(
   check_factory_options(layout, pin_memory);
   // Out-of-tree kernels get no generated device guard: allocate on the
   // requested device ourselves (an index-less device means the current one).
-  c10::OptionalDeviceGuard guard(device);
+  c10::openreg::OptionalOpenRegGuard guard(device);
   return at::detail::empty_generic(
       size,
       c10::openreg::getDeviceAllocator(),
@@ -64,7 +64,7 @@ at::Tensor empty_strided(
     std::optional<c10::Device> device,
     std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
-  c10::OptionalDeviceGuard guard(device);
+  c10::openreg::OptionalOpenRegGuard guard(device);
   return at::detail::empty_strided_generic(
       size, stride, c10::openreg::getDeviceAllocator(), kDeviceKeys, c10::dtype_or_default(dtype));
 }

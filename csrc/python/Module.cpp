@@ -17,6 +17,7 @@
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegTensorMeta.h"
+#include "runtime/Options.h"
 
 namespace {
 
@@ -30,9 +31,11 @@ c10::DeviceIndex to_index(int index) {
   return static_cast<c10::DeviceIndex>(index);
 }
 
+// First device use: an invalid OPENREG_* value is reported here, never at
+// import. Devices themselves start at first allocation.
 void lazy_init() {
-  // Validates the environment; devices themselves start at first allocation.
-  (void)device_count();
+  validate_options();
+  at::openreg::register_forced_fallbacks();
   // After a fork, the child must not use the parent's device memory: torch's
   // handler marks the child as in a bad fork and re-arms lazy init there.
   torch::utils::register_fork_handler_for_device_init(at::kPrivateUse1);
@@ -48,7 +51,16 @@ void lazy_init() {
   }
 
 BINDING(py_init, (), lazy_init();)
-BINDING(py_device_count, (), return static_cast<int>(device_count());)
+// As torch.cuda.device_count(): 0 and a warning when the runtime cannot start
+// (is_available() is then False); the first device use raises the reason.
+BINDING(py_device_count, (), {
+  try {
+    return static_cast<int>(device_count());
+  } catch (const c10::Error& error) {
+    TORCH_WARN("openreg initialization: ", error.msg());
+    return 0;
+  }
+})
 BINDING(py_current_device, (), return static_cast<int>(current_device());)
 BINDING(py_set_device, (int index), set_device(to_index(index));)
 BINDING(py_exchange_device, (int index), return static_cast<int>(maybe_exchange_device(to_index(index)));)
@@ -79,6 +91,14 @@ BINDING(py_fallback_stats, (), {
   return stats;
 })
 BINDING(py_reset_fallback_stats, (), at::openreg::reset_fallback_stats();)
+// The options table, for the test that keeps README's table in sync with it.
+BINDING(py_options, (), {
+  py::list table;
+  for (const OptionDoc& option : option_table()) {
+    table.append(py::make_tuple(option.name, option.default_value, option.meaning));
+  }
+  return table;
+})
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 BINDING(py_set_memory_fraction, (double fraction, int index), setMemoryFraction(fraction, to_index(index));)
 BINDING(py_get_memory_fraction, (int index), return getMemoryFraction(to_index(index));)
@@ -147,8 +167,6 @@ BINDING(py_reset_peak_host_memory_stats, (), getHostAllocator()->reset_peak_stat
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings";
-  // Runs after every static registration of this library, so these win.
-  at::openreg::register_forced_fallbacks();
   m.def("_init", &py_init);
   m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); });
   m.def("_device_count", &py_device_count);
@@ -174,4 +192,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_memory_stats", &py_host_memory_stats);
   m.def("_reset_accumulated_host_memory_stats", &py_reset_accumulated_host_memory_stats);
   m.def("_reset_peak_host_memory_stats", &py_reset_peak_host_memory_stats);
+  m.def("_options", &py_options);
 }

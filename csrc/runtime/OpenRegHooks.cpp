@@ -11,6 +11,7 @@
 #include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStorage.h"
+#include "runtime/Options.h"
 
 namespace c10::openreg {
 namespace {
@@ -26,7 +27,7 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
 
   void init() const override {
     // Validates the OPENREG_* environment; device arenas are created lazily.
-    (void)device_count();
+    validate_options();
   }
 
   bool hasPrimaryContext(DeviceIndex device_index) const override {

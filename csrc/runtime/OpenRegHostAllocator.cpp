@@ -1,10 +1,9 @@
 #include "runtime/OpenRegHostAllocator.h"
 
 #include <c10/core/Event.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "runtime/OpenRegException.h"
-#include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
 namespace {
@@ -33,12 +32,11 @@ struct OpenRegHostAllocatorImpl final
   }
 
   c10::Stream get_current_stream() const override {
-    return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)
-        ->getStream(make_device(current_device()));
+    return getCurrentOpenRegStream();
   }
 
-  bool stream_is_capturing(c10::Stream /*stream*/) const override {
-    return false;  // openreg has no graph capture
+  bool stream_is_capturing(c10::Stream stream) const override {
+    return c10::openreg::stream_is_capturing(stream);
   }
 };
 

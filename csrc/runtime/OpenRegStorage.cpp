@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include <c10/core/DeviceGuard.h>
-
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegGuard.h"
 
 namespace c10::openreg {
 
@@ -13,7 +12,7 @@ void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
   c10::Allocator* allocator = storage->allocator();
   TORCH_CHECK(allocator != nullptr, "Trying to resize storage without an allocator");
   // Allocate on the storage's device, whatever device is current.
-  c10::DeviceGuard guard(storage->device());
+  OpenRegGuard guard(storage->device());
   c10::DataPtr data = allocator->allocate(nbytes);
   const size_t kept = std::min(storage->nbytes(), nbytes);
   if (kept > 0) {

@@ -4,10 +4,9 @@
 #include <atomic>
 #include <mutex>
 
-#include <c10/core/DeviceGuard.h>
-
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegGuard.h"
 
 namespace c10::openreg {
 namespace {
@@ -27,6 +26,7 @@ struct DevicePools {
 
 std::array<DevicePools, kMaxDevices> g_pools;
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_ids{};
+std::atomic<StreamCaptureQuery> g_capture_query{nullptr};
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   if (device < 0) {
@@ -46,7 +46,7 @@ int greatest_priority() {
 DevicePools& pools_for(c10::DeviceIndex device) {
   DevicePools& pools = g_pools[device];
   std::call_once(pools.once, [&] {
-    c10::DeviceGuard guard(make_device(device));
+    OpenRegGuard guard(device);
     for (int level = 0; level < kPriorityLevels; ++level) {
       for (auto& stream : pools.streams[level]) {
         OPENREG_CHECK(orStreamCreateWithPriority(&stream, 0, -level));
@@ -83,13 +83,13 @@ orStream_t OpenRegStream::handle() const {
 
 int OpenRegStream::priority() const {
   int priority = 0;
-  c10::DeviceGuard guard(stream_.device());  // a null handle means this device's default
+  OpenRegGuard guard(stream_.device());  // a null handle means this device's default
   OPENREG_CHECK(orStreamGetPriority(handle(), &priority));
   return priority;
 }
 
 bool OpenRegStream::query() const {
-  c10::DeviceGuard guard(stream_.device());
+  OpenRegGuard guard(stream_.device());
   const orError_t err = orStreamQuery(handle());
   if (err == orErrorNotReady) {
     return false;
@@ -146,6 +146,15 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device) 
 void wait_for_stream(const OpenRegStream& stream) {
   // Cheap when the stream is idle: the runtime returns at once.
   stream.synchronize();
+}
+
+void set_stream_capture_query(StreamCaptureQuery query) {
+  g_capture_query.store(query, std::memory_order_release);
+}
+
+bool stream_is_capturing(c10::Stream stream) {
+  const StreamCaptureQuery query = g_capture_query.load(std::memory_order_acquire);
+  return query != nullptr && query(stream);
 }
 
 } // namespace c10::openreg

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+#include <ostream>
+
 #include <c10/core/Stream.h>
 #include <openreg.h>
 
@@ -32,6 +35,18 @@ class OpenRegStream {
   bool operator==(const OpenRegStream& other) const {
     return stream_ == other.stream_;
   }
+  bool operator!=(const OpenRegStream& other) const {
+    return stream_ != other.stream_;
+  }
+
+  // The three fields that identify a stream, for passing it through code
+  // that takes plain integers (e.g. Python bindings), as CUDAStream does.
+  c10::StreamData3 pack3() const {
+    return stream_.pack3();
+  }
+  static OpenRegStream unpack3(c10::StreamId stream_id, c10::DeviceIndex device_index, c10::DeviceType device_type) {
+    return OpenRegStream(c10::Stream::unpack3(stream_id, device_index, device_type));
+  }
 
   // The runtime handle (nullptr for the default stream, as in the runtime).
   orStream_t handle() const;
@@ -55,4 +70,23 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device);
 // executed kernels call it for the current stream before touching memory.
 void wait_for_stream(const OpenRegStream& stream);
 
+inline std::ostream& operator<<(std::ostream& out, const OpenRegStream& stream) {
+  return out << stream.unwrap();
+}
+
+// Whether the work issued to `stream` is being captured into a graph. Capture
+// is an operator-level feature (csrc/graph/) that registers the answer when
+// the extension loads, so this layer asks without including it; with nothing
+// registered, no stream captures.
+using StreamCaptureQuery = bool (*)(c10::Stream);
+void set_stream_capture_query(StreamCaptureQuery query);
+bool stream_is_capturing(c10::Stream stream);
+
 } // namespace c10::openreg
+
+template <>
+struct std::hash<c10::openreg::OpenRegStream> {
+  size_t operator()(const c10::openreg::OpenRegStream& stream) const noexcept {
+    return std::hash<c10::Stream>{}(stream.unwrap());
+  }
+};

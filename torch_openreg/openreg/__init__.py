@@ -113,7 +113,10 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    """Number of openreg devices (``OPENREG_DEVICE_COUNT``); raises if that setting is invalid."""
+    """Number of openreg devices (``OPENREG_DEVICE_COUNT``).
+
+    As ``torch.cuda.device_count()``: 0 with a warning giving the reason when the runtime cannot start (an invalid
+    ``OPENREG_*`` value); the first device use then raises it."""
     return _C._device_count()
 
 

@@ -1,0 +1,137 @@
+#include "graph/StreamCapture.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include <ATen/record_function.h>
+
+#include "aten/IValueTensors.h"
+#include "runtime/OpenRegStream.h"
+
+namespace c10::openreg {
+namespace {
+
+// Captures alive. Read by the observer on every operator call while any
+// capture is active; captures are rare, so one mutex serves.
+std::mutex g_captures_mutex;
+std::vector<StreamCapture*> g_captures;
+std::atomic<int> g_capture_count{0};
+at::CallbackHandle g_observer = 0;
+
+// Operator calls in progress on this thread. Other observed scopes (the
+// autograd engine's per-node "evaluate_function" records, user annotations)
+// do not count: the operators inside them are still outermost.
+thread_local int t_depth = 0;
+
+// Per-call state between the observer's start and end callbacks. Inputs are
+// copied at the start: RecordFunction's view of them is gone by the end.
+struct CallContext final : public at::ObserverContext {
+  bool is_operator = false;
+  bool outermost = false;
+  std::vector<c10::IValue> inputs;
+};
+
+// The openreg device the call touched, if any.
+std::optional<c10::DeviceIndex> openreg_device_of(
+    const std::vector<c10::IValue>& inputs,
+    const std::vector<c10::IValue>& outputs) {
+  std::optional<c10::DeviceIndex> device;
+  auto see = [&](const at::Tensor& t) {
+    if (!device && t.defined() && t.is_privateuseone()) {
+      device = t.device().index();
+    }
+  };
+  for (const auto* values : {&inputs, &outputs}) {
+    for (const c10::IValue& value : *values) {
+      at::openreg::for_each_tensor(value, see);
+    }
+  }
+  return device;
+}
+
+// The host allocator (runtime layer) asks through this slot.
+const bool g_query_registered = [] {
+  set_stream_capture_query(&is_capturing);
+  return true;
+}();
+
+} // namespace
+
+class CaptureObserver {
+ public:
+  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+    auto context = std::make_unique<CallContext>();
+    context->is_operator = fn.operator_name().has_value();
+    if (!context->is_operator) {
+      return context;
+    }
+    context->outermost = t_depth++ == 0;
+    if (context->outermost) {
+      context->inputs.assign(fn.inputs().begin(), fn.inputs().end());
+    }
+    return context;
+  }
+
+  static void on_end(const at::RecordFunction& fn, at::ObserverContext* observer_context) {
+    auto* context = static_cast<CallContext*>(observer_context);
+    if (!context->is_operator) {
+      return;
+    }
+    --t_depth;
+    if (!context->outermost) {
+      return;
+    }
+    const std::optional<c10::OperatorName> name = fn.operator_name();
+    const std::optional<c10::DeviceIndex> device = openreg_device_of(context->inputs, fn.outputs());
+    if (!device) {
+      return;  // host-only work is not captured, as with CUDA
+    }
+    const c10::Stream stream = getCurrentOpenRegStream(*device).unwrap();
+    std::lock_guard<std::mutex> lock(g_captures_mutex);
+    for (StreamCapture* capture : g_captures) {
+      if (capture->stream_ == stream) {
+        auto op = c10::Dispatcher::singleton().findOp(*name);
+        TORCH_INTERNAL_ASSERT(op.has_value(), "openreg graph: unknown operator ", *name);
+        std::lock_guard<std::mutex> calls_lock(capture->calls_mutex_);
+        capture->calls_.push_back(CapturedCall{*op, context->inputs, fn.outputs()});
+      }
+    }
+  }
+};
+
+StreamCapture::StreamCapture(c10::Stream stream) : stream_(stream) {
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  g_captures.push_back(this);
+  if (g_capture_count.fetch_add(1) == 0) {
+    g_observer = at::addGlobalCallback(
+        at::RecordFunctionCallback(&CaptureObserver::on_start, &CaptureObserver::on_end)
+            .needsInputs(true)
+            .needsOutputs(true)
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+}
+
+StreamCapture::~StreamCapture() {
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  g_captures.erase(std::find(g_captures.begin(), g_captures.end(), this));
+  if (g_capture_count.fetch_sub(1) == 1) {
+    at::removeCallback(g_observer);
+  }
+}
+
+std::vector<CapturedCall> StreamCapture::take_calls() {
+  std::lock_guard<std::mutex> lock(calls_mutex_);
+  return std::exchange(calls_, {});
+}
+
+bool is_capturing(c10::Stream stream) {
+  if (g_capture_count.load(std::memory_order_relaxed) == 0) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  return std::any_of(g_captures.begin(), g_captures.end(),
+                     [&](const StreamCapture* capture) { return capture->stream() == stream; });
+}
+
+} // namespace c10::openreg
