@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .fuzz_ops import KNOWN_DIVERGENCES, OPERATORS, Reject
+from .fuzz_known import KNOWN_DIVERGENCES
+from .fuzz_ops import OPERATORS, Reject
 from .placement import DEVICE
 
 # Every value stays far below ATen's intra-op grain size (32768 elements), so no
@@ -149,15 +150,16 @@ def namespace(device, extra=None):
     return {"torch": torch, "F": torch.nn.functional, "fuzz_input": fuzz_input, "device": device, **(extra or {})}
 
 
-def generate(seed, operators=OPERATORS, exclusions=KNOWN_DIVERGENCES):
+def generate(seed, operators=OPERATORS, exclusions=KNOWN_DIVERGENCES, extra=None):
     """The program of ``seed``: the same seed always gives the same program.
 
     Lines are drawn from ``operators`` and kept when they run on the CPU, give a tensor of at most
-    ``MAX_NUMEL`` elements, and match none of ``exclusions`` (divergences already known).
+    ``MAX_NUMEL`` elements, and match none of ``exclusions`` (divergences already known). ``extra`` are
+    names the operators use beyond the fuzzer's namespace.
     """
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    scope = namespace("cpu")
+    scope = namespace("cpu", extra)
     values = {}
     lines = []
     base_shape = tuple(rng.choice(_SIZES) for _ in range(rng.randint(1, MAX_DIM)))
@@ -347,18 +349,33 @@ def _first_line(error):
     return text.splitlines()[0] if text else ""
 
 
-def run(program, device, extra=None):
-    """Runs ``program`` on ``device``: the snapshot after each line, then the final snapshot of each variable."""
+def _execute(program, device, extra=None, after_line=None):
+    """Runs ``program``'s lines on ``device`` (seeded by its seed); returns the variables that got a value.
+
+    ``after_line(value, error)`` is called after each line.
+    """
     torch.manual_seed(program.seed)
     scope = namespace(device, extra)
-    after_line = []
     for line in program.lines:
         value, error = _evaluate(line.expression, scope)
         if error is None:
             scope[line.name] = value
-        after_line.append(Snapshot.of(value, error))
-    final = [Snapshot.of(scope[line.name]) if line.name in scope else None for line in program.lines]
+        if after_line is not None:
+            after_line(value, error)
+    return {line.name: scope[line.name] for line in program.lines if line.name in scope}
+
+
+def run(program, device, extra=None):
+    """Runs ``program`` on ``device``: the snapshot after each line, then the final snapshot of each variable."""
+    after_line = []
+    variables = _execute(program, device, extra, lambda value, error: after_line.append(Snapshot.of(value, error)))
+    final = [Snapshot.of(variables[line.name]) if line.name in variables else None for line in program.lines]
     return after_line, final
+
+
+def run_on_cpu(program, extra=None):
+    """The values of ``program``'s variables after a CPU run, by name."""
+    return _execute(program, "cpu", extra)
 
 
 def compare(program, extra=None):

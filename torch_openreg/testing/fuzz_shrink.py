@@ -2,9 +2,12 @@
 import re
 from dataclasses import replace
 
-from .fuzz import Input, compare
+import torch
+
+from .fuzz import Input, compare, run_on_cpu
 
 _LAYOUT_LITERAL = re.compile(r"'(transposed|strided|offset|expanded|channels_last)'")
+_NAME = re.compile(r"\bv\d+\b")
 
 
 def shrink(program, divergence, extra=None):
@@ -25,7 +28,7 @@ def shrink(program, divergence, extra=None):
     changed = True
     while changed:
         changed = False
-        for candidate in _simpler(program):
+        for candidate in _simpler(program, run_on_cpu(program, extra)):
             found = still_diverges(candidate)
             if found is not None:
                 program, divergence, changed = candidate, found, True
@@ -33,11 +36,25 @@ def shrink(program, divergence, extra=None):
     return program, divergence
 
 
-def _simpler(program):
-    """Programs one step simpler than ``program``, the most promising first."""
+def _simpler(program, values):
+    """Programs one step simpler than ``program``, the most promising first.
+
+    ``values`` are the program's values on the CPU: an operand computed by an earlier line may be replaced by
+    a fresh input of its shape and dtype, which makes the lines that computed it removable.
+    """
     lines = program.lines
     for index in reversed(range(len(lines))):
         yield replace(program, lines=lines[:index] + lines[index + 1:])
+    computed = {line.name for line in lines if not isinstance(line, Input)}
+    for index, line in enumerate(lines):
+        if isinstance(line, Input):
+            continue
+        for match in _NAME.finditer(line.expression):
+            value = values.get(match.group())
+            if match.group() in computed and isinstance(value, torch.Tensor):
+                fresh = Input("", tuple(value.shape), value.dtype, "contiguous", index, value.requires_grad).expression
+                expression = line.expression[:match.start()] + fresh + line.expression[match.end():]
+                yield replace(program, lines=lines[:index] + (replace(line, expression=expression),) + lines[index + 1:])
     for index, line in enumerate(lines):
         if isinstance(line, Input):
             for simpler in (replace(line, layout="contiguous"), replace(line, requires_grad=False)):
