@@ -202,7 +202,7 @@ def _view(name, template, where=None):
         dims = list(range(value.dim()))
         p.rng.shuffle(dims)
         return template.format(x, dim=p.dim(x), dim2=p.dim(x), perm=tuple(dims), n=max(value.shape[:1] or (1,)),
-                               size=value.shape, half=max(1, (value.shape[0] if value.dim() else 1) // 2))
+                               half=(value.numel() - 1) // 2)
 
     return Operator(name, render)
 
@@ -228,7 +228,8 @@ VIEWS = [
     _view("chunk", "{0}.chunk(2, {dim})[-1]"),
     _view("split", "{0}.split(1, {dim})[0]"),
     _view("mT", "{0}.mT"),
-    _view("as_strided", "{0}.contiguous().as_strided(({half},), (2,), 1)"),
+    # Within the elements of a fresh storage: what lies beyond a tensor's elements is unspecified.
+    _view("as_strided", "{0}.flatten().clone().as_strided(({half},), (2,), 1)", lambda v: v.numel() >= 3),
     _view("view_as_real", "torch.view_as_real({0})", lambda v: v.dtype.is_complex),
     _view("view_dtype", "{0}.view(torch.int32)", lambda v: v.dtype.itemsize == 4),
     _view("real", "{0}.real", lambda v: v.dtype.is_complex),
