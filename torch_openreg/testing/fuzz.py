@@ -9,7 +9,7 @@ state of every variable (in-place operators and ``out=`` mutate earlier values).
 """
 import random
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -119,6 +119,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Program:
+    """Lines run in order after ``torch.manual_seed(seed)``; each assigns one variable."""
+
     seed: int
     lines: tuple
 
@@ -392,10 +394,6 @@ def compare(program, extra=None):
                 line = program.lines[index]
                 return Divergence(index, line.name, line.op, message, final)
     return None
-
-
-def without_lines(program, names):
-    return replace(program, lines=tuple(line for line in program.lines if line.name not in names))
 
 
 def assert_same_on_both(program_function):

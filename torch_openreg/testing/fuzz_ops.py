@@ -96,6 +96,15 @@ def _reduction(function, where=_numeric, keepdim=True, **variants):
     return _with_arguments(function.rsplit(".", 1)[1], function, where, arguments, **variants)
 
 
+def _one_of_two(name, function, arguments):
+    """Values or indices of an operator returning both (``torch.max(x, dim)``, ``torch.sort``, ...)."""
+    def render(p):
+        x = p.tensor(_real)
+        return f"{function}({x}, {arguments(p, x)})[{p.rng.randint(0, 1)}]"
+
+    return Operator(name, render)
+
+
 UNARY = [_unary(f"torch.{name}") for name in (
     "abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
     "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "erfinv",
@@ -182,13 +191,14 @@ REDUCTIONS = [_reduction(f"torch.{name}", **variants) for name, variants in (
     ("cumsum", {"keepdim": False, "inplace": True}), ("cumprod", {"keepdim": False}),
     ("argmax", {}), ("argmin", {}), ("all", {}), ("any", {}), ("norm", {}),
 )] + [
-    _with_arguments(f"{name}.dim", f"torch.{name}", _real,
-                    lambda p, x: f"{p.dim(x)}, {p.rng.random() < 0.5})[{p.rng.randint(0, 1)}", method=False)
-    for name in ("max", "min", "median", "mode", "cummax", "cummin", "sort", "aminmax")
+    _one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}, {p.rng.random() < 0.5}")
+    for name in ("max", "min", "median", "mode", "sort")
 ] + [
-    _with_arguments("topk", "torch.topk", _real, lambda p, x: f"1, {p.dim(x)})[{p.rng.randint(0, 1)}", method=False),
-    _with_arguments("kthvalue", "torch.kthvalue", _real, lambda p, x: f"1, {p.dim(x)})[{p.rng.randint(0, 1)}",
-                    method=False),
+    _one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}") for name in ("cummax", "cummin")
+] + [
+    _one_of_two("aminmax", "torch.aminmax", lambda p, x: f"dim={p.dim(x)}, keepdim={p.rng.random() < 0.5}"),
+    _one_of_two("topk", "torch.topk", lambda p, x: f"1, {p.dim(x)}"),
+    _one_of_two("kthvalue", "torch.kthvalue", lambda p, x: f"1, {p.dim(x)}"),
     _with_arguments("argsort", "torch.argsort", _real, lambda p, x: f"dim={p.dim(x)}, stable=True"),
     _with_arguments("sum.dtype", "torch.sum", None, lambda p, x: "dtype=torch.float64"),
     _with_arguments("mean.dim", "torch.mean", _floating, lambda p, x: f"({p.dim(x)},), dtype=torch.float64"),

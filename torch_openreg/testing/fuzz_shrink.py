@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import torch
 
-from .fuzz import Input, compare, run_on_cpu
+from .fuzz import LAYOUTS, Input, compare, run_on_cpu
 
-_LAYOUT_LITERAL = re.compile(r"'(transposed|strided|offset|expanded|channels_last)'")
+_LAYOUT_LITERAL = re.compile("'(" + "|".join(layout for layout in LAYOUTS if layout != "contiguous") + ")'")
 _NAME = re.compile(r"\bv\d+\b")
 
 
@@ -14,7 +14,8 @@ def shrink(program, divergence, extra=None):
     """The smallest program found that still diverges on the same operator, and its divergence.
 
     Lines after the divergent one go first; then, until nothing changes, each line is removed (a later line
-    that used it now fails alike on both devices), and inputs become contiguous and stop requiring grad.
+    that used it now fails alike on both devices), an operand computed by an earlier line is replaced by a
+    fresh input, and inputs become contiguous and stop requiring grad.
     ``extra`` are the names the lines need beyond the fuzzer's namespace.
     """
     def still_diverges(candidate):
@@ -22,9 +23,8 @@ def shrink(program, divergence, extra=None):
         return found if found is not None and found.signature == divergence.signature else None
 
     if not divergence.final:
-        cut = replace(program, lines=program.lines[:divergence.index + 1])
-        divergence = still_diverges(cut) or divergence
-        program = cut if divergence.index < len(cut.lines) else program
+        # Lines are compared in order, so the later ones cannot matter.
+        program = replace(program, lines=program.lines[:divergence.index + 1])
     changed = True
     while changed:
         changed = False
