@@ -11,7 +11,7 @@ from torch_openreg.testing.fuzz_campaign import campaign
 from torch_openreg.testing.fuzz_ops import OPERATORS, Operator
 
 PROGRAMS_PER_TEST = 40
-DEFAULT_TESTS = 15
+DEFAULT_TESTS = 25
 
 
 @pytest.mark.parametrize("first_seed", range(0, PROGRAMS_PER_TEST * DEFAULT_TESTS, PROGRAMS_PER_TEST))

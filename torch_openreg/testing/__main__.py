@@ -47,12 +47,16 @@ def _parser():
     fuzz.add_argument("--programs", type=int, metavar="N", help="stop after N programs")
     fuzz.add_argument("--include-known", action="store_true",
                       help="also generate the known divergences the default run leaves out (fuzz_known.KNOWN_DIVERGENCES)")
+    fuzz.add_argument("-v", "--verbose", action="store_true",
+                      help="print each seed before its program runs (the last one printed is the one a crash hit)")
     return parser
 
 
 def _fuzz(args):
     seeds = itertools.count(args.seed) if args.programs is None else range(args.seed, args.seed + args.programs)
     exclusions = () if args.include_known else fuzz_known.KNOWN_DIVERGENCES
+    if args.verbose:
+        seeds = _announced(seeds)
 
     def show(finding):
         print(f"--- divergence (seed {finding.seed}), smallest reproducer:\n{finding.script}", flush=True)
@@ -60,6 +64,12 @@ def _fuzz(args):
     ran, findings = fuzz_campaign.campaign(seeds, args.seconds, exclusions=exclusions, on_finding=show)
     print(f"{ran} programs (seeds {args.seed}-{args.seed + ran - 1}), {len(findings)} distinct divergences")
     return 1 if findings else 0
+
+
+def _announced(seeds):
+    for seed in seeds:
+        print(f"seed {seed}", flush=True)
+        yield seed
 
 
 def _jobs(args):

@@ -41,9 +41,13 @@ def _row_major(value):
     return value.stride() == torch.empty(value.shape, device="meta").stride()
 
 
-def _expanded_and_strided_of_two_dtypes(operands):
+def _expanded_and_strided_promoting(operands):
+    """Operands of two dtypes, or integral ones (which ``div`` and friends promote to float), one of them
+    expanded and another strided."""
     tensors = [value for value in operands if value.dim() > 0]
-    return (len({value.dtype for value in operands}) > 1
+    promoting = len({value.dtype for value in operands}) > 1 or any(
+        not value.dtype.is_floating_point and not value.dtype.is_complex for value in operands)
+    return (promoting
             and any(0 in value.stride() for value in tensors)
             and any(not value.is_contiguous() and 0 not in value.stride() for value in tensors))
 
@@ -54,11 +58,13 @@ KNOWN_DIVERGENCES = (
     Exclusion("issue 16 item 5: silu and mish backward use the math composite (1-2 ulp)",
               frozenset({"grad"}), lambda operands: _graph_has(operands[0], {"SiluBackward0", "MishBackward0"})),
     Exclusion("issue 16 item 6: output strides of a type-promoting binary op with expanded and strided operands",
-              frozenset(operator.name for operator in BINARY), _expanded_and_strided_of_two_dtypes),
+              frozenset(operator.name for operator in BINARY), _expanded_and_strided_promoting),
     Exclusion("found by the fuzzer: F.dropout's backward in float16/bfloat16 (openreg takes native_dropout, the CPU "
               "the composite, which scales the mask in the input dtype)",
               frozenset({"grad"}), lambda operands: _graph_has(operands[0], {"NativeDropoutBackward0"})
               and any(value.dtype in (torch.float16, torch.bfloat16) for value in operands[:2])),
+    Exclusion("found by the fuzzer: torch.median(x, dim)'s indices on an expanded input (stride 0)",
+              frozenset({"median.dim"}), lambda operands: 0 in operands[0].stride()),
     Exclusion("found by the fuzzer: max_pool1d's output strides on a non-contiguous input",
               frozenset({"max_pool1d"}), lambda operands: not _row_major(operands[0])),
 )
