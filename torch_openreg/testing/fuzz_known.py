@@ -49,7 +49,7 @@ def _expanded_and_strided_promoting(operands):
         not value.dtype.is_floating_point and not value.dtype.is_complex for value in operands)
     return (promoting
             and any(0 in value.stride() for value in tensors)
-            and any(not value.is_contiguous() and 0 not in value.stride() for value in tensors))
+            and any(not _row_major(value) and 0 not in value.stride() for value in tensors))
 
 
 KNOWN_DIVERGENCES = (
