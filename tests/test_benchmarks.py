@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "run.py")
 
 CASES = {
@@ -19,6 +21,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_case(tmp_path):
     out = tmp_path / "results.json"
     proc = subprocess.run(

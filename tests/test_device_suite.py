@@ -9,6 +9,7 @@ from torch_openreg.testing.__main__ import main
 COUNTS = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.MULTILINE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["opinfo", "modules", "optim"])
 def test_quick_slice_passes(suite, capsys, tmp_path):
     report = tmp_path / "report.json"
@@ -49,6 +50,7 @@ def iter_cases(job):
 '''
 
 
+@pytest.mark.slow
 def test_worker_crash_and_timeout_fail_only_their_case(tmp_path, monkeypatch):
     from torch_openreg.testing.runner import run_jobs
 

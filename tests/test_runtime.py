@@ -3,9 +3,12 @@
 import pathlib
 import subprocess
 
+import pytest
+
 OPENREG = pathlib.Path(__file__).resolve().parents[1] / "third_party" / "openreg"
 
 
+@pytest.mark.slow
 def test_runtime(tmp_path):
     result = subprocess.run(
         ["make", "-j1", "-C", str(OPENREG), "test", f"BUILD={tmp_path}"],

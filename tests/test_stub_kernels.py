@@ -1,4 +1,4 @@
-"""Operators served by DispatchStub kernels (csrc/aten/StubKernels.cpp): their
+"""Operators served by DispatchStub kernels: their
 functional, in-place and `.out` overloads are openreg kernels that reach
 REGISTER_PRIVATEUSE1_DISPATCH stub kernels, so they never use the CPU
 fallback, and they equal the CPU bit for bit (same CPU loops on the same
@@ -62,11 +62,34 @@ def check_against_cpu(fn, cpu_args, view=None, **kwargs):
     torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
 
 
+def assert_openreg_kernel(op):
+    """``op`` has a PrivateUse1 kernel of its own: not a fallthrough, not the backend fallback."""
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"), op
+    assert not torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(op, "PrivateUse1"), op
+
+
+def call_overload(op):
+    """Calls the overload ``op`` (one of STUB_OUT_OPS / STUB_OVERLOADS) on openreg tensors."""
+    name, _, overload = op.removeprefix("aten::").partition(".")
+    x = make_cpu((3, 4), torch.float32, seed=1).to(DEV)
+    base = name.rstrip("_")
+    function = getattr(torch, base)
+    args = (x, x) if base in BINARY else (x,)
+    if base == "sum":
+        args = (x, [0])
+    if overload.endswith("out"):
+        return function(*args, out=torch.empty(0, dtype=torch.bool if base == "eq" else x.dtype, device=DEV))
+    if name.endswith("_"):
+        return getattr(x.clone(), name)(*args[1:])
+    return function(*args)
+
+
 @pytest.mark.parametrize("op", sorted(STUB_OUT_OPS))
-def test_out_overload_is_an_openreg_stub_kernel(op):
-    assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1")
-    line = next(l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("PrivateUse1:"))
-    assert "StubKernels.cpp" in line or "abs" in op, line
+def test_out_overload_is_an_openreg_kernel_not_the_fallback(op):
+    assert_openreg_kernel(op)
+    torch.openreg.reset_fallback_stats()
+    call_overload(op)
+    assert torch.openreg.fallback_stats() == {}
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
@@ -139,8 +162,10 @@ STUB_OVERLOADS = [
 
 @pytest.mark.parametrize("op", STUB_OVERLOADS)
 def test_functional_and_inplace_overloads_are_openreg_kernels(op):
-    line = next(l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("PrivateUse1:"))
-    assert "StubKernels.cpp" in line, line
+    assert_openreg_kernel(op)
+    torch.openreg.reset_fallback_stats()
+    call_overload(op)
+    assert torch.openreg.fallback_stats() == {}
 
 
 IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_", "eq": "eq_"}

@@ -1,8 +1,9 @@
-"""Command line: ``python -m torch_openreg.testing {opinfo,modules,optim,external} [options]``."""
+"""Command line: ``python -m torch_openreg.testing {opinfo,modules,optim,external,fuzz} [options]``."""
 import argparse
+import itertools
 import sys
 
-from . import expected, external, modules, opinfo, optim, quick, shard
+from . import expected, external, fuzz_campaign, fuzz_known, modules, opinfo, optim, quick, shard
 from .report import Report
 from .runner import run_jobs
 
@@ -39,7 +40,36 @@ def _parser():
     ext.add_argument("--bypass-device-restrictions", action="store_true",
                      help="run @onlyOn / @onlyCUDA tests on openreg too")
     ext.epilog = "Other options are passed to pytest."
+
+    fuzz = commands.add_parser("fuzz", help="random operator programs against the CPU, divergences shrunk")
+    fuzz.add_argument("--seconds", type=float, default=600.0, help="stop after this long (default 600)")
+    fuzz.add_argument("--seed", type=int, default=0, help="the first seed; seeds follow in order (default 0)")
+    fuzz.add_argument("--programs", type=int, metavar="N", help="stop after N programs")
+    fuzz.add_argument("--include-known", action="store_true",
+                      help="also generate the known divergences the default run leaves out (fuzz_known.KNOWN_DIVERGENCES)")
+    fuzz.add_argument("-v", "--verbose", action="store_true",
+                      help="print each seed before its program runs (the last one printed is the one a crash hit)")
     return parser
+
+
+def _fuzz(args):
+    seeds = itertools.count(args.seed) if args.programs is None else range(args.seed, args.seed + args.programs)
+    exclusions = () if args.include_known else fuzz_known.KNOWN_DIVERGENCES
+    if args.verbose:
+        seeds = _announced(seeds)
+
+    def show(finding):
+        print(f"--- divergence (seed {finding.seed}), smallest reproducer:\n{finding.script}", flush=True)
+
+    ran, findings = fuzz_campaign.campaign(seeds, args.seconds, exclusions=exclusions, on_finding=show)
+    print(f"{ran} programs (seeds {args.seed}-{args.seed + ran - 1}), {len(findings)} distinct divergences")
+    return 1 if findings else 0
+
+
+def _announced(seeds):
+    for seed in seeds:
+        print(f"seed {seed}", flush=True)
+        yield seed
 
 
 def _jobs(args):
@@ -62,6 +92,8 @@ def main(argv=None):
         return external.run(args.path, args.keyword, args.shard, pytest_args, args.bypass_device_restrictions)
     if pytest_args:
         parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
+    if args.command == "fuzz":
+        return _fuzz(args)
     entries = expected.load(args.expected_failures)
     jobs = shard.select(_jobs(args), args.shard)
     report = Report(args.report, args.verbose)
