@@ -55,8 +55,6 @@ def _expanded_and_strided_promoting(operands):
 KNOWN_DIVERGENCES = (
     Exclusion("issue 16 item 4: dropout's mask on a non-contiguous input",
               frozenset({"dropout", "dropout.native"}), lambda operands: not _row_major(operands[0])),
-    Exclusion("issue 16 item 5: silu and mish backward use the math composite (1-2 ulp)",
-              frozenset({"grad"}), lambda operands: _graph_has(operands[0], {"SiluBackward0", "MishBackward0"})),
     Exclusion("issue 16 item 6: output strides of a type-promoting binary op with expanded and strided operands",
               frozenset(operator.name for operator in BINARY), _expanded_and_strided_promoting),
     Exclusion("found by the fuzzer: F.dropout's backward in float16/bfloat16 (openreg takes native_dropout, the CPU "
