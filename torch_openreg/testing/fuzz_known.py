@@ -24,7 +24,12 @@ class Exclusion:
 
 def _graph_has(value, node_names):
     """Whether the autograd graph that produced ``value`` contains a node named in ``node_names``."""
-    seen, pending = set(), [value.grad_fn]
+    try:
+        root = value.grad_fn
+    except RuntimeError:
+        # A multi-output view modified in place: its grad_fn raises, and so will any use of it in the program.
+        return False
+    seen, pending = set(), [root]
     while pending:
         node = pending.pop()
         if node is None or node in seen:
