@@ -1,0 +1,155 @@
+"""Fidelity to the CPU (and to CUDA's rules) in places found from outside.
+
+Each test compares openreg against the same computation on the CPU, or
+against the behaviour CUDA documents where the CPU has no counterpart (moving
+modules between devices, device checks of outputs).
+"""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import DEVICE, assert_same
+
+# --------------------------------------------------------------------------
+# Module.to() moves parameters in place (torch._has_compatible_shallow_copy_type)
+# --------------------------------------------------------------------------
+
+
+class TiedLM(nn.Module):
+    """A small language model whose output head shares the embedding matrix."""
+
+    def __init__(self, vocab=50, dim=16, context=8):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(context, dim) * 0.02)
+        self.block = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, tokens):
+        h = self.emb(tokens) + self.pos[: tokens.shape[1]]
+        h = h + self.block(h)
+        return self.head(self.norm(h))
+
+
+def train_steps(model, optimizer, batches, device):
+    for tokens in batches:
+        tokens = tokens.to(device)
+        optimizer.zero_grad()
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("optimizer_before_move", [False, True], ids=["opt_after_to", "opt_before_to"])
+def test_tied_language_model_trains_like_cpu(optimizer_before_move):
+    torch.manual_seed(0)
+    cpu = TiedLM()
+    moved = copy.deepcopy(cpu)
+    if optimizer_before_move:
+        # References the optimizer holds must follow the parameters, as on CUDA.
+        opt_moved = torch.optim.AdamW(moved.parameters(), lr=1e-2)
+        moved.to(DEVICE)
+    else:
+        moved.to(DEVICE)
+        opt_moved = torch.optim.AdamW(moved.parameters(), lr=1e-2)
+    assert moved.head.weight is moved.emb.weight
+    assert len(list(moved.parameters())) == len(list(cpu.parameters()))
+    opt_cpu = torch.optim.AdamW(cpu.parameters(), lr=1e-2)
+
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 50, (3, 8), generator=g) for _ in range(4)]
+    train_steps(cpu, opt_cpu, batches, "cpu")
+    train_steps(moved, opt_moved, batches, DEVICE)
+    moved_parameters = dict(moved.named_parameters())
+    differing = [
+        name for name, expected in cpu.named_parameters() if not torch.equal(moved_parameters[name].cpu(), expected)
+    ]
+    assert differing == []
+
+
+def test_module_to_keeps_parameter_objects_both_ways():
+    lin = nn.Linear(3, 2)
+    weight, bias = lin.weight, lin.bias
+    lin.weight.grad = torch.ones(2, 3)
+    grad = lin.weight.grad
+    lin.to(DEVICE)
+    assert lin.weight is weight and lin.bias is bias
+    assert weight.device.type == DEVICE and isinstance(weight, nn.Parameter) and weight.requires_grad
+    assert weight.grad is grad and grad.device.type == DEVICE
+    lin.to(torch.float64)
+    assert lin.weight is weight and weight.dtype == torch.float64
+    lin.to("cpu")
+    assert lin.weight is weight and weight.device.type == "cpu" and grad.device.type == "cpu"
+
+
+def test_module_to_keeps_tensor_hooks():
+    lin = nn.Linear(3, 2)
+    calls = []
+    lin.weight.register_hook(lambda g: calls.append(("hook", g.device.type)))
+    lin.weight.register_post_accumulate_grad_hook(lambda p: calls.append(("post_accumulate", p.grad.device.type)))
+    lin.to(DEVICE)
+    lin(torch.randn(4, 3, device=DEVICE)).sum().backward()
+    assert calls == [("hook", DEVICE), ("post_accumulate", DEVICE)]
+
+
+def test_set_data_across_devices():
+    p = nn.Parameter(torch.zeros(3))
+    data = torch.arange(3.0, device=DEVICE)
+    p.data = data
+    assert p.device.type == DEVICE and p.requires_grad
+    assert_same(p.detach(), torch.arange(3.0))
+
+
+@pytest.mark.parametrize(
+    "make_other, expected",
+    [
+        (lambda: torch.randn(3), True),
+        (lambda: torch.randn(3, device=DEVICE), True),
+        (lambda: torch.randn(3, device="meta"), False),  # meta -> cuda: a new Parameter too
+        (lambda: torch.randn(3, 3).to_sparse(), False),
+    ],
+    ids=["cpu", "openreg", "meta", "sparse_cpu"],
+)
+def test_has_compatible_shallow_copy_type_follows_cuda(make_other, expected):
+    dense = torch.randn(3, device=DEVICE)
+    other = make_other()
+    assert torch._has_compatible_shallow_copy_type(dense, other) is expected
+    assert torch._has_compatible_shallow_copy_type(other, dense) is expected
+
+
+def test_has_compatible_shallow_copy_type_sparse():
+    cpu = torch.randn(3, 3).to_sparse()
+    dev = cpu.to(DEVICE)
+    assert torch._has_compatible_shallow_copy_type(cpu, dev)
+    assert torch._has_compatible_shallow_copy_type(dev, cpu)
+    csr = torch.randn(3, 3).to_sparse_csr()
+    assert torch._has_compatible_shallow_copy_type(csr, csr.to(DEVICE))
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda: nn.LazyLinear(5), (2, 7)),
+        (lambda: nn.LazyConv1d(4, 3), (2, 3, 9)),
+        (lambda: nn.LazyConv2d(4, 3), (2, 3, 6, 6)),
+        (lambda: nn.LazyConvTranspose2d(4, 3), (2, 3, 5, 5)),
+        (lambda: nn.LazyBatchNorm1d(), (4, 3)),
+    ],
+    ids=["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConvTranspose2d", "LazyBatchNorm1d"],
+)
+def test_lazy_modules_after_module_to(make, shape):
+    x = torch.randn(shape)
+    torch.manual_seed(3)
+    expected = make()(x)
+    torch.manual_seed(3)
+    module = make().to(DEVICE)
+    assert all(isinstance(p, nn.parameter.UninitializedParameter) for p in module.parameters())
+    actual = module(x.to(DEVICE))
+    assert all(p.device.type == DEVICE for p in module.parameters())
+    assert_same(actual.detach(), expected.detach())
