@@ -123,6 +123,7 @@ def test_has_compatible_shallow_copy_type_follows_cuda(make_other, expected):
     assert torch._has_compatible_shallow_copy_type(other, dense) is expected
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_has_compatible_shallow_copy_type_sparse():
     cpu = torch.randn(3, 3).to_sparse()
     dev = cpu.to(DEVICE)
@@ -153,3 +154,71 @@ def test_lazy_modules_after_module_to(make, shape):
     actual = module(x.to(DEVICE))
     assert all(p.device.type == DEVICE for p in module.parameters())
     assert_same(actual.detach(), expected.detach())
+
+
+# --------------------------------------------------------------------------
+# Dropout draws the CPU's mask, laid out as the CPU lays it out
+# --------------------------------------------------------------------------
+
+DROPOUT_LAYOUTS = {
+    "contiguous": lambda: torch.randn(4, 5, 6),
+    "transposed": lambda: torch.randn(17, 2, 64).transpose(0, 1),
+    "channels_last": lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+    "sliced": lambda: torch.randn(6, 10)[:, ::3],
+    "offset": lambda: torch.randn(5, 7)[2:],
+    "expanded": lambda: torch.randn(1, 9).expand(4, 9),
+    "scalar": lambda: torch.randn(()),
+    "empty": lambda: torch.randn(0, 3).t(),
+}
+DROPOUT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def same_draw(fn, cpu_input, seed=0):
+    """``fn`` on the CPU and on openreg after the same seed: (cpu result, openreg result)."""
+    torch.manual_seed(seed)
+    expected = fn(cpu_input)
+    torch.manual_seed(seed)
+    actual = fn(cpu_input.to(DEVICE))
+    return expected, actual
+
+
+@pytest.mark.parametrize("layout", DROPOUT_LAYOUTS)
+@pytest.mark.parametrize("dtype", DROPOUT_DTYPES, ids=str)
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
+@pytest.mark.parametrize("train", [True, False, None])
+def test_native_dropout_matches_cpu(layout, dtype, p, train):
+    x = DROPOUT_LAYOUTS[layout]().to(dtype)
+    (expected_out, expected_mask), (out, mask) = same_draw(lambda t: torch.native_dropout(t, p, train), x)
+    assert_same(out, expected_out)
+    assert_same(mask, expected_mask)
+
+
+@pytest.mark.parametrize("layout", DROPOUT_LAYOUTS)
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_forward_and_backward_match_cpu(layout, p):
+    def run(t):
+        t = t.detach().requires_grad_()
+        out = F.dropout(t, p, training=True)
+        out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(t.device))
+        return out.detach(), t.grad
+
+    (expected_out, expected_grad), (out, grad) = same_draw(run, DROPOUT_LAYOUTS[layout]())
+    assert_same(out, expected_out)
+    assert_same(grad, expected_grad)
+
+
+def test_native_dropout_backward_matches_cpu():
+    x = torch.randn(17, 2, 64).transpose(0, 1)
+    grad = torch.randn(2, 64, 17).transpose(1, 2)
+    (_, expected_mask), (_, mask) = same_draw(lambda t: torch.native_dropout(t, 0.2, True), x)
+    expected = torch.ops.aten.native_dropout_backward(grad, expected_mask, 1 / 0.8)
+    assert_same(torch.ops.aten.native_dropout_backward(grad.to(DEVICE), mask, 1 / 0.8), expected)
+
+
+def test_attention_dropout_on_transposed_heads_matches_cpu():
+    # The pattern of a vision transformer in train mode: heads are transposed
+    # back before the output dropout.
+    layer = nn.Dropout(0.1)
+    heads = torch.randn(2, 4, 9, 8)  # batch, heads, tokens, head_dim
+    expected, actual = same_draw(lambda t: layer(t.transpose(1, 2).flatten(2)), heads)
+    assert_same(actual, expected)
