@@ -222,3 +222,159 @@ def test_attention_dropout_on_transposed_heads_matches_cpu():
     heads = torch.randn(2, 4, 9, 8)  # batch, heads, tokens, head_dim
     expected, actual = same_draw(lambda t: layer(t.transpose(1, 2).flatten(2)), heads)
     assert_same(actual, expected)
+
+
+# --------------------------------------------------------------------------
+# TensorIterator operators lay out their results as the CPU does
+# --------------------------------------------------------------------------
+
+# name -> (shape of the base tensor, view of it); each view is taken of a CPU
+# base and of the same base on openreg, so both sides have the same strides.
+ITERATOR_LAYOUTS = {
+    "contiguous": ((17, 3), lambda t: t),
+    "column_major": ((3, 17), lambda t: t.t()),
+    "expanded_row": ((3,), lambda t: t.expand(17, 3)),
+    "expanded_column": ((17, 1), lambda t: t.expand(17, 3)),
+    "expanded_transposed": ((17,), lambda t: t.expand(3, 17).t()),
+    "offset": ((20, 3), lambda t: t[3:]),
+    "strided": ((17, 6), lambda t: t[:, ::2]),
+    "zero_strides": ((1, 1), lambda t: t.expand(17, 3)),
+    "zero_dim": ((), lambda t: t),
+}
+WRITABLE_LAYOUTS = ["contiguous", "column_major", "offset", "strided"]
+BINARY_ITERATOR_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "eq": torch.eq}
+DTYPE_PAIRS = [
+    (torch.int64, torch.float32),
+    (torch.float32, torch.int64),
+    (torch.float32, torch.float32),
+    (torch.float32, torch.float64),
+    (torch.int32, torch.int64),
+    (torch.bool, torch.float16),
+]
+
+
+def layout_pair(layout, dtype, seed):
+    """(cpu tensor, openreg tensor) with the same values, sizes and strides."""
+    shape, view = ITERATOR_LAYOUTS[layout]
+    base = (torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 10).to(dtype)
+    return view(base), view(base.to(DEVICE))
+
+
+def same_result(actual, expected):
+    """assert_same, with NaN equal to NaN (integer division by zero)."""
+    assert actual.device.type == DEVICE
+    assert (actual.dtype, actual.shape, actual.stride()) == (expected.dtype, expected.shape, expected.stride())
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+
+
+def mismatches(run):
+    """Layout pairs where ``run(a, b)`` differs between the CPU and openreg."""
+    failed = []
+    for left in ITERATOR_LAYOUTS:
+        for right in ITERATOR_LAYOUTS:
+            (a, a_dev), (b, b_dev) = layout_pair(left, run.dtypes[0], 1), layout_pair(right, run.dtypes[1], 2)
+            try:
+                expected = run(a, b)
+            except RuntimeError as error:
+                with pytest.raises(RuntimeError) as raised:
+                    run(a_dev, b_dev)
+                if type(raised.value) is not type(error):
+                    failed.append((left, right, repr(raised.value), repr(error)))
+                continue
+            try:
+                same_result(run(a_dev, b_dev), expected)
+            except AssertionError as error:
+                failed.append((left, right, str(error)[:200]))
+    return failed
+
+
+class Functional:
+    def __init__(self, op, dtypes):
+        self.op, self.dtypes = op, dtypes
+
+    def __call__(self, a, b):
+        return self.op(a, b)
+
+
+class OutResized(Functional):
+    """out= given as an empty tensor of the result dtype: resized by the operator."""
+
+    def __call__(self, a, b):
+        out = torch.empty(0, dtype=torch.result_type(a, b) if self.op is not torch.eq else torch.bool, device=a.device)
+        if self.op is torch.div and not out.dtype.is_floating_point:
+            out = out.float()
+        result = self.op(a, b, out=out)
+        assert result is out
+        return out
+
+
+class OutColumnMajor(Functional):
+    """out= of the right size in column-major order (kept: no resize, no restride), in float64."""
+
+    def __call__(self, a, b):
+        out = torch.empty(3, 17, dtype=torch.bool if self.op is torch.eq else torch.float64, device=a.device).t()
+        self.op(a, b, out=out)
+        return out
+
+
+# Zero-dim operands make the (17, 3) out= tensor resize, with PyTorch's deprecation warning, on both devices.
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("dtypes", DTYPE_PAIRS, ids=lambda d: f"{dtype_name(d[0])}-{dtype_name(d[1])}")
+@pytest.mark.parametrize("op", BINARY_ITERATOR_OPS)
+@pytest.mark.parametrize("form", [Functional, OutResized, OutColumnMajor], ids=lambda f: f.__name__)
+def test_binary_iterator_layouts_match_cpu(form, op, dtypes):
+    assert mismatches(form(BINARY_ITERATOR_OPS[op], dtypes)) == []
+
+
+@pytest.mark.parametrize("dtypes", DTYPE_PAIRS, ids=lambda d: f"{dtype_name(d[0])}-{dtype_name(d[1])}")
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+def test_binary_iterator_in_place_matches_cpu(op, dtypes):
+    failed = []
+    for left in WRITABLE_LAYOUTS:
+        for right in ITERATOR_LAYOUTS:
+            (a, a_dev), (b, b_dev) = layout_pair(left, dtypes[0], 1), layout_pair(right, dtypes[1], 2)
+            try:
+                getattr(a, op)(b)
+            except RuntimeError as error:
+                with pytest.raises(type(error)):
+                    getattr(a_dev, op)(b_dev)
+                continue
+            assert getattr(a_dev, op)(b_dev) is a_dev
+            try:
+                same_result(a_dev, a)
+            except AssertionError as error:
+                failed.append((left, right, str(error)[:200]))
+    assert failed == []
+
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+@pytest.mark.parametrize("op", [torch.sin, torch.exp, torch.sqrt, torch.neg, torch.sigmoid], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.float32], ids=dtype_name)
+def test_unary_iterator_layouts_match_cpu(op, dtype):
+    failed = []
+    for layout in ITERATOR_LAYOUTS:
+        a, a_dev = layout_pair(layout, dtype, 1)
+        try:
+            expected = op(a)
+        except RuntimeError as error:
+            with pytest.raises(type(error)):
+                op(a_dev)
+            continue
+        try:
+            same_result(op(a_dev), expected)
+        except AssertionError as error:
+            failed.append((layout, str(error)[:200]))
+    assert failed == []
+
+
+def test_l1_loss_of_int_and_transposed_float_matches_cpu():
+    # Where the layout difference was first seen: the following sum differed
+    # in its last bit.
+    target = torch.randint(0, 5, (17, 3))
+    pred = torch.randn(3, 17).t()
+    expected = F.l1_loss(pred, target.expand(17, 3))
+    same_result(F.l1_loss(pred.to(DEVICE), target.to(DEVICE).expand(17, 3)), expected)
+    same_result(torch.tensor([2]).to(DEVICE).expand(17, 3) - pred.to(DEVICE), torch.tensor([2]).expand(17, 3) - pred)
