@@ -5,6 +5,7 @@ against the behaviour CUDA documents where the CPU has no counterpart (moving
 modules between devices, device checks of outputs).
 """
 import copy
+import re
 
 import pytest
 import torch
@@ -378,3 +379,74 @@ def test_l1_loss_of_int_and_transposed_float_matches_cpu():
     expected = F.l1_loss(pred, target.expand(17, 3))
     same_result(F.l1_loss(pred.to(DEVICE), target.to(DEVICE).expand(17, 3)), expected)
     same_result(torch.tensor([2]).to(DEVICE).expand(17, 3) - pred.to(DEVICE), torch.tensor([2]).expand(17, 3) - pred)
+
+
+# --------------------------------------------------------------------------
+# 0-dim CPU tensors are read-only scalars: never outputs (CUDA's rule)
+# --------------------------------------------------------------------------
+
+SAME_DEVICE = re.escape("Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!")
+
+
+def cpu_scalar(value=7.0, dtype=torch.float32):
+    return torch.tensor(value, dtype=dtype)
+
+
+# name -> call with openreg `x` (3 elements) and the CPU 0-dim tensor `c` it must refuse to write.
+WRITES_TO_CPU_SCALAR = {
+    "fallback out=": lambda x, c: torch.acos(x[0], out=c),
+    "fallback out= (nonzero)": lambda x, c: torch.nonzero(x[0], out=c.long()),
+    "fallback out= (two outputs)": lambda x, c: torch.max(x, 0, out=(c, torch.empty((), dtype=torch.long))),
+    "fallback out= (second output)": lambda x, c: torch.max(x, 0, out=(torch.empty((), device=DEVICE), c.long())),
+    "fallback out= (binary)": lambda x, c: torch.atan2(x[0], x[1], out=c),
+    "fallback in-place": lambda x, c: c.copysign_(x[0]),
+    "fallback in-place (index_put_)": lambda x, c: c.index_put_((), x[0]),
+    "stub out=": lambda x, c: torch.sin(x[0], out=c),
+    "stub out= (binary)": lambda x, c: torch.add(x[0], x[1], out=c),
+    "stub out= (promoting)": lambda x, c: torch.mul(x[0].long(), x[1], out=c),
+    "stub out= (comparison)": lambda x, c: torch.eq(x[0], x[1], out=c.bool()),
+    "stub out= (abs)": lambda x, c: torch.abs(x[0], out=c),
+    "stub out= (sum)": lambda x, c: torch.sum(x, 0, out=c),
+    "stub in-place": lambda x, c: c.add_(x[0]),
+    "stub in-place (div)": lambda x, c: c.div_(x[0]),
+}
+
+
+@pytest.mark.parametrize("case", WRITES_TO_CPU_SCALAR)
+def test_cpu_scalar_as_output_raises(case):
+    x = torch.rand(3, device=DEVICE)
+    c = cpu_scalar()
+    with pytest.raises(RuntimeError, match=SAME_DEVICE):
+        WRITES_TO_CPU_SCALAR[case](x, c)
+    assert c.item() == 7.0
+
+
+# name -> call with `x` (3 elements) and a 0-dim `c`, both on one device, or x
+# on openreg and c a CPU scalar: the read-only uses CUDA accepts.
+READS_CPU_SCALAR = {
+    "fallback functional": lambda x, c: torch.atan2(x, c),
+    "fallback out=": lambda x, c: torch.atan2(x, c, out=torch.empty(3, device=x.device)),
+    "fallback in-place": lambda x, c: x.clone().copysign_(-c),
+    "stub functional": lambda x, c: torch.sub(x, c),
+    "stub out=": lambda x, c: torch.mul(x, c, out=torch.empty(0, device=x.device)),
+    "stub in-place": lambda x, c: x.clone().div_(c),
+    "index_put_ value": lambda x, c: x.clone().index_put_((torch.tensor([1]),), c),
+}
+
+
+@pytest.mark.parametrize("case", READS_CPU_SCALAR)
+def test_cpu_scalar_as_input_is_accepted(case):
+    x = torch.rand(3)
+    expected = READS_CPU_SCALAR[case](x, cpu_scalar())
+    assert_same(READS_CPU_SCALAR[case](x.to(DEVICE), cpu_scalar()), expected)
+
+
+def test_written_argument_on_another_openreg_device_raises():
+    x = torch.rand(3, device="openreg:0")
+    for call in (
+        lambda: torch.acos(x, out=torch.empty(3, device="openreg:1")),
+        lambda: torch.sin(x, out=torch.empty(3, device="openreg:1")),
+        lambda: torch.empty((), device="openreg:1").copysign_(x[0]),
+    ):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            call()

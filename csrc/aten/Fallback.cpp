@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
@@ -149,6 +150,9 @@ struct OpPolicy {
   int cpu_indices_argument = -1;
   // Index of the `Generator?` argument of a random operator; -1 if none.
   int generator_argument = -1;
+  // Per argument: the operator writes it (out=, in-place self), so it must be
+  // on the device even as a 0-dim tensor.
+  std::vector<bool> written_arguments;
 };
 
 const OpPolicy& policy_for(const c10::OperatorHandle& op) {
@@ -172,6 +176,8 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     if (arguments[i].type()->str() == "Generator?") {
       policy.generator_argument = static_cast<int>(i);
     }
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    policy.written_arguments.push_back(alias != nullptr && alias->isWrite());
   }
   const std::string_view base = schema.operator_name().name;
   if (base == "aten::index" || base == "aten::index_put" || base == "aten::index_put_" ||
@@ -225,6 +231,10 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (value.toDevice().is_privateuseone()) {
         check.see(value.toDevice());
       }
+      continue;
+    }
+    if (policy.written_arguments[i]) {
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check_written(t); });
       continue;
     }
     const bool cpu_allowed = static_cast<int>(i) == policy.cpu_indices_argument;

@@ -88,12 +88,13 @@ void on_host(Iterator& iter, Args... args) {
   Stub(c10::DeviceType::CPU, iter, args...);
 }
 
-// The device check (over every tensor argument) and the device guard.
+// The device check (over every tensor argument; `out`, the out= tensor or the
+// self of an in-place call, as written) and the device guard.
 class DeviceCall {
  public:
   template <typename... Args>
-  explicit DeviceCall(std::string_view op, const Args&... args)
-      : device_(common_device(op, args...)), guard_(device_) {}
+  DeviceCall(std::string_view op, const at::Tensor& out, const Args&... args)
+      : device_(common_device(op, args..., Written{out})), guard_(device_) {}
 
   c10::Device device() const {
     return device_;
@@ -280,7 +281,7 @@ struct Kernel final : public Op::Meta {
 // Op provides meta(kernel, arguments...) and stub(iterator, arguments...).
 template <typename Op, typename... Args>
 c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, const Args&... args) {
-  DeviceCall device_call(name, args..., out);
+  DeviceCall device_call(name, out, args...);
   Kernel<Op, /*HostOutput=*/false> direct(out);
   Op::meta(direct, args...);
   if (needs_no_casts(direct, Op::casts_outputs)) {
@@ -420,7 +421,7 @@ c10::MaybeOwned<at::Tensor> sum_call(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     std::optional<c10::ScalarType> dtype) {
-  DeviceCall device_call(name, self, out);
+  DeviceCall device_call(name, out, self);
   HostCall host_call(device_call.device(), name);
   Kernel<sum_op, /*HostOutput=*/true> op(out, &host_call);
   const at::Tensor host_self = host_call.host(self);
@@ -465,7 +466,7 @@ at::Tensor& sum_out(
 // complex_to_float_out (complex input into a real output goes through a
 // complex temporary).
 at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
-  const DeviceCall device_call("aten::abs.out", self, out);
+  const DeviceCall device_call("aten::abs.out", out, self);
   HostCall call(device_call.device(), "aten::abs.out");
   const at::Tensor host_self = call.host(self);
   at::Tensor host_out = call.host(out);
