@@ -6,6 +6,7 @@ modules between devices, device checks of outputs).
 """
 import copy
 import re
+import warnings
 
 import pytest
 import torch
@@ -450,3 +451,35 @@ def test_written_argument_on_another_openreg_device_raises():
     ):
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
             call()
+
+
+# --------------------------------------------------------------------------
+# Warnings raised by CPU kernels fire as often as on the CPU
+# --------------------------------------------------------------------------
+
+
+def warnings_of(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return result, [str(w.message) for w in caught]
+
+
+def index_with_mask(device, mask_dtype, backward):
+    x = torch.arange(6.0).reshape(2, 3).to(device).requires_grad_(backward)
+    mask = torch.tensor([[1, 0, 1], [0, 1, 0]], dtype=mask_dtype).to(device)
+    selected = x[mask]
+    if backward:
+        (selected * torch.arange(3.0, device=device)).sum().backward()
+        return x.grad
+    return selected
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+@pytest.mark.parametrize("mask_dtype", [torch.uint8, torch.bool], ids=dtype_name)
+def test_indexing_with_a_mask_warns_as_often_as_cpu(mask_dtype, backward):
+    expected, expected_warnings = warnings_of(lambda: index_with_mask("cpu", mask_dtype, backward))
+    actual, actual_warnings = warnings_of(lambda: index_with_mask(DEVICE, mask_dtype, backward))
+    assert actual_warnings == expected_warnings
+    assert len(expected_warnings) == (0 if mask_dtype == torch.bool else 1 + backward)
+    assert_same(actual.detach(), expected.detach())

@@ -353,6 +353,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "conj_physical_", "_conj_physical", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
+  // index.Tensor: the structured "NonFunctional" default runs the meta
+  // function, then index.Tensor_out, whose CPU kernel runs it again, so the
+  // meta's warnings (indexing with a uint8 mask is deprecated) fired twice.
+  m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   for (const auto& [name, reason] : blocklist()) {
     m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
   }
