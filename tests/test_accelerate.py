@@ -47,13 +47,7 @@ print("same", all(torch.equal(a.cpu(), e) and a.device.type == "openreg"
 """
 
 
-@pytest.mark.parametrize("order", [
-    "model_first",
-    pytest.param("optimizer_first", marks=pytest.mark.xfail(
-        strict=True,
-        reason="issue 16.3: Module.to('openreg') replaces the Parameters, so an optimizer built before prepare() "
-        "keeps updating the CPU ones")),
-])
+@pytest.mark.parametrize("order", ["model_first", "optimizer_first"])
 def test_accelerator_uses_openreg_when_selected_and_trains_as_the_cpu(order):
     out = check_ok(run_python(f"ORDER = {order!r}\n" + TRAIN, timeout=300,
                               ACCELERATE_TORCH_DEVICE="openreg"))

@@ -16,6 +16,18 @@ void DeviceCheck::check(const at::Tensor& tensor, bool cpu_allowed) {
   }
 }
 
+void DeviceCheck::check_written(const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    return;
+  }
+  const c10::Device d = tensor.device();
+  if (d.is_privateuseone()) {
+    see(d);
+  } else {
+    mismatch(d);
+  }
+}
+
 void DeviceCheck::see(c10::Device d) {
   if (d.index() < 0) {
     d = c10::openreg::make_device(c10::openreg::current_device());

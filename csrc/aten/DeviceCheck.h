@@ -12,13 +12,18 @@ namespace at::openreg {
 // The device an operator runs on, checked the way CUDA checks it: every tensor
 // argument on one openreg device, except 0-dim CPU tensors (scalars) and
 // arguments the operator accepts on the CPU (cpu_allowed, e.g. the indices of
-// advanced indexing). A mismatch raises PyTorch's own message, so code that
-// left a tensor on the CPU fails here as it would on a GPU.
+// advanced indexing), both only as inputs: an argument the operator writes
+// (out=, the self of an in-place operator) is on the device whatever its
+// dimension. A mismatch raises PyTorch's own message, so code that left a
+// tensor on the CPU fails here as it would on a GPU.
 class DeviceCheck {
  public:
   explicit DeviceCheck(std::string_view op_name) : op_name_(op_name) {}
 
+  // An argument the operator only reads.
   void check(const at::Tensor& tensor, bool cpu_allowed = false);
+  // An argument the operator writes.
+  void check_written(const at::Tensor& tensor);
   // A device argument (factories).
   void see(c10::Device device);
   // The common device; the current openreg device if none was seen.
@@ -31,10 +36,16 @@ class DeviceCheck {
   std::optional<c10::Device> device_;
 };
 
+// Marks an argument of common_device() that the operator writes.
+struct Written {
+  const at::Tensor& tensor;
+};
+
 // DeviceCheck over an operator's arguments: tensors and optional tensors are
-// checked (undefined or absent ones skipped), other arguments ignored. Variadic rather than a list of
-// tensors so that no argument is copied: a copy of a tensor only Python owns
-// takes the GIL (see HostView.h).
+// checked as inputs, Written{tensor} as an output (undefined or absent ones
+// skipped), other arguments ignored. Variadic rather than a list of tensors so
+// that no argument is copied: a copy of a tensor only Python owns takes the
+// GIL (see HostView.h).
 template <typename... Args>
 c10::Device common_device(std::string_view op_name, const Args&... args) {
   DeviceCheck check(op_name);
@@ -42,6 +53,8 @@ c10::Device common_device(std::string_view op_name, const Args&... args) {
       [&] {
         if constexpr (std::is_same_v<Args, at::Tensor>) {
           check.check(args);
+        } else if constexpr (std::is_same_v<Args, Written>) {
+          check.check_written(args.tensor);
         } else if constexpr (std::is_same_v<Args, std::optional<at::Tensor>>) {
           if (args.has_value()) {
             check.check(*args);

@@ -30,10 +30,12 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
   } else if (train.value_or(true)) {
     const double keep = 1. - p;
     const double scale = keep == 0 ? 0. : 1. / keep;
-    mask = at::empty_like(host_input, at::MemoryFormat::Contiguous);
+    // A bool mask laid out like the input (empty_like preserves a dense
+    // layout): bernoulli_ fills it in memory order, so a permuted input gets
+    // the CPU's mask only if the mask is permuted the same way.
+    mask = at::empty_like(host_input, host_input.options().dtype(at::kBool));
     mask.bernoulli_(keep, c10::openreg::host_generator_for(std::nullopt, input.device()));
     output = host_input.mul(mask).mul_(scale);
-    mask = mask.to(at::kBool);
   } else {
     mask = at::ones_like(host_input, host_input.options().dtype(at::kBool));
     output = host_input.clone();

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
@@ -91,6 +92,9 @@ struct OpPolicy {
   int cpu_indices_argument = -1;
   // Index of the `Generator?` argument of a random operator; -1 if none.
   int generator_argument = -1;
+  // Per argument: the operator writes it (out=, in-place self), so it must be
+  // on the device even as a 0-dim tensor.
+  std::vector<bool> written_arguments;
 };
 
 const OpPolicy& policy_for(const c10::OperatorHandle& op) {
@@ -114,6 +118,8 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     if (arguments[i].type()->str() == "Generator?") {
       policy.generator_argument = static_cast<int>(i);
     }
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    policy.written_arguments.push_back(alias != nullptr && alias->isWrite());
   }
   const std::string_view base = schema.operator_name().name;
   if (base == "aten::index" || base == "aten::index_put" || base == "aten::index_put_" ||
@@ -178,6 +184,10 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
       if (value.toDevice().is_privateuseone()) {
         check.see(value.toDevice());
       }
+      continue;
+    }
+    if (policy.written_arguments[i]) {
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check_written(t); });
       continue;
     }
     const bool cpu_allowed = static_cast<int>(i) == policy.cpu_indices_argument;
@@ -313,6 +323,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
+  // index.Tensor: the structured "NonFunctional" default runs the meta
+  // function, then index.Tensor_out, whose CPU kernel runs it again, so the
+  // meta's warnings (indexing with a uint8 mask is deprecated) fired twice.
+  m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   for (const auto& [name, reason] : blocklist()) {
     m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
   }

@@ -246,6 +246,14 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   if (host_result.layout() != c10::kStrided) {
     return sparse_to_device(*this, host_result, op_name_);
   }
+  // A quantized CPU result would become a plain openreg tensor with a
+  // quantized dtype and no quantizer (no scale, no zero point): refuse it.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !host_result.is_quantized(),
+      "The operator '",
+      op_name_,
+      "' returns a quantized tensor, and quantized tensors are not supported on the openreg device; "
+      "quantize on the CPU instead (e.g. torch.quantize_per_tensor(x.cpu(), ...))");
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),

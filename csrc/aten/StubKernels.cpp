@@ -88,12 +88,13 @@ void on_host(Iterator& iter, Args... args) {
   Stub(c10::DeviceType::CPU, iter, args...);
 }
 
-// The device check (over every tensor argument) and the device guard.
+// The device check (over every tensor argument; `out`, the out= tensor or the
+// self of an in-place call, as written) and the device guard.
 class DeviceCall {
  public:
   template <typename... Args>
-  explicit DeviceCall(std::string_view op, const Args&... args)
-      : device_(common_device(op, args...)), guard_(device_) {}
+  DeviceCall(std::string_view op, const at::Tensor& out, const Args&... args)
+      : device_(common_device(op, args..., Written{out})), guard_(device_) {}
 
   c10::Device device() const {
     return device_;
@@ -152,6 +153,31 @@ void resize_out(
   }
 }
 
+// True if the CPU loops can run on this iterator's operands as they are: all
+// openreg tensors, in the common dtype (outputs too, for operators whose
+// iterator casts its outputs). A CPU scalar operand goes to the host path,
+// where the iterator casts it as the CPU does. An output not set yet (while
+// the iterator is being built) does not count.
+bool needs_no_casts(const at::TensorIteratorBase& iter, bool casts_outputs) {
+  const std::optional<c10::ScalarType> common = iter.maybe_common_dtype();
+  if (!common) {
+    return false;
+  }
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    const bool output = i < iter.noutputs();
+    if (output && !iter.tensor_base(i).defined()) {
+      continue;
+    }
+    if (!iter.tensor_base(i).is_privateuseone()) {
+      return false;
+    }
+    if ((!output || casts_outputs) && iter.dtype(i) != *common) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // A structured operator's meta class completed into a kernel, as PyTorch's
 // generated code completes it for its in-tree backends: the meta function
 // reports the output's size, strides and dtype through set_output_*, and this
@@ -161,9 +187,12 @@ void resize_out(
 // `HostOutput` false: the direct path, over the openreg tensors; a fresh
 // output is openreg memory. true: the host path, where the meta function sees
 // host views only, the output included; a fresh output is openreg memory seen
-// through a host view.
-template <typename Meta, bool HostOutput>
-struct Kernel final : public Meta {
+// through a host view. `Op` names the meta class (Op::Meta) and whether its
+// iterator casts outputs (Op::casts_outputs).
+template <typename Op, bool HostOutput>
+struct Kernel final : public Op::Meta {
+  using Meta = typename Op::Meta;
+
   // `out`: the out= tensor, `self` for an in-place call, undefined for a
   // functional call (it is borrowed: see HostView.h for why no reference is
   // taken). `call`: the host views, for the host path.
@@ -187,6 +216,20 @@ struct Kernel final : public Meta {
       c10::IntArrayRef sizes,
       c10::IntArrayRef strides,
       c10::TensorOptions options) override {
+    if constexpr (!HostOutput && std::is_base_of_v<at::TensorIteratorBase, Meta>) {
+      if (!needs_no_casts(*this, Op::casts_outputs)) {
+        // The host path will make this call again and lay the output out as
+        // the CPU does (see call()): leave the caller's tensor alone, and
+        // give the iterator an empty placeholder rather than an allocation.
+        if (!device_out_->defined()) {
+          device_out_ = c10::MaybeOwned<at::Tensor>::owned(at::detail::empty_generic(
+              {0}, c10::openreg::getDeviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+              options.dtype().toScalarType(), std::nullopt));
+        }
+        Meta::set_output_raw_strided(index, sizes, strides, options);
+        return;
+      }
+    }
     if (device_out_->defined()) {
       resize_out(output(), sizes, strides, options);
     } else {
@@ -232,35 +275,14 @@ struct Kernel final : public Meta {
   at::Tensor host_out_;  // the host path's view of the output
 };
 
-// True if the CPU loops can run on this iterator's operands as they are: all
-// openreg tensors, in the common dtype (outputs too, for operators whose
-// iterator casts its outputs). A CPU scalar operand goes to the host path,
-// where the iterator casts it as the CPU does.
-bool needs_no_casts(const at::TensorIteratorBase& iter, bool casts_outputs) {
-  const std::optional<c10::ScalarType> common = iter.maybe_common_dtype();
-  if (!common) {
-    return false;
-  }
-  for (int i = 0; i < iter.ntensors(); ++i) {
-    if (!iter.tensor_base(i).is_privateuseone()) {
-      return false;
-    }
-    const bool output = i < iter.noutputs();
-    if ((!output || casts_outputs) && iter.dtype(i) != *common) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // One call of operator `Op` (see the top of the file): the direct path, or
 // the host path when the iterator would need casts. `out` is the out= tensor,
 // `self` for in-place, undefined for functional; returns the openreg result.
 // Op provides meta(kernel, arguments...) and stub(iterator, arguments...).
 template <typename Op, typename... Args>
 c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, const Args&... args) {
-  DeviceCall device_call(name, args..., out);
-  Kernel<typename Op::Meta, /*HostOutput=*/false> direct(out);
+  DeviceCall device_call(name, out, args...);
+  Kernel<Op, /*HostOutput=*/false> direct(out);
   Op::meta(direct, args...);
   if (needs_no_casts(direct, Op::casts_outputs)) {
     HostAddresses addresses(device_call.device());
@@ -270,14 +292,17 @@ c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, c
     Op::stub(direct, args...);
     return direct.take_result();
   }
-  // The output, if the call had none, was allocated by the direct attempt.
-  c10::MaybeOwned<at::Tensor> result = direct.take_result();
+  // The host path decides the output's size and layout itself, as the CPU
+  // does: its iterator orders dimensions by the strides of the casting
+  // temporaries it makes for promoted inputs (an expanded operand cast to the
+  // common dtype becomes contiguous), which the direct attempt, over the
+  // uncast inputs, could not see. That attempt left `out` untouched.
   HostCall host_call(device_call.device(), name);
-  Kernel<typename Op::Meta, /*HostOutput=*/true> host(*result, &host_call);
+  Kernel<Op, /*HostOutput=*/true> host(out, &host_call);
   Op::meta(host, host_call.argument(args)...);
   Op::stub(host, args...);
   host_call.finish();
-  return result;
+  return host.take_result();
 }
 
 // The three registered entry points of a TensorIterator operator.
@@ -385,6 +410,10 @@ OPENREG_BINARY_OP(eq, structured_eq_Tensor, eq_stub, false, "aten::eq.Tensor", "
 // views, so the summation order is the CPU's. Like the CPU, half and bfloat16
 // sums accumulate in float across every reduced dimension and round once at
 // the end.
+struct sum_op {
+  using Meta = at::meta::structured_sum_dim_IntList;
+};
+
 c10::MaybeOwned<at::Tensor> sum_call(
     std::string_view name,
     const at::Tensor& out,
@@ -392,9 +421,9 @@ c10::MaybeOwned<at::Tensor> sum_call(
     at::OptionalIntArrayRef dim,
     bool keepdim,
     std::optional<c10::ScalarType> dtype) {
-  DeviceCall device_call(name, self, out);
+  DeviceCall device_call(name, out, self);
   HostCall host_call(device_call.device(), name);
-  Kernel<at::meta::structured_sum_dim_IntList, /*HostOutput=*/true> op(out, &host_call);
+  Kernel<sum_op, /*HostOutput=*/true> op(out, &host_call);
   const at::Tensor host_self = host_call.host(self);
   op.meta(host_self, dim, keepdim, dtype);
   const at::Tensor& host_out = op.output();
@@ -437,7 +466,7 @@ at::Tensor& sum_out(
 // complex_to_float_out (complex input into a real output goes through a
 // complex temporary).
 at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
-  const DeviceCall device_call("aten::abs.out", self, out);
+  const DeviceCall device_call("aten::abs.out", out, self);
   HostCall call(device_call.device(), "aten::abs.out");
   const at::Tensor host_self = call.host(self);
   at::Tensor host_out = call.host(out);

@@ -58,10 +58,6 @@ def _expanded_and_strided_promoting(operands):
 
 
 KNOWN_DIVERGENCES = (
-    Exclusion("issue 16 item 4: dropout's mask on a non-contiguous input",
-              frozenset({"dropout", "dropout.native"}), lambda operands: not _row_major(operands[0])),
-    Exclusion("issue 16 item 6: output strides of a type-promoting binary op with expanded and strided operands",
-              frozenset(operator.name for operator in BINARY), _expanded_and_strided_promoting),
     Exclusion("found by the fuzzer: F.dropout's backward in float16/bfloat16 (openreg takes native_dropout, the CPU "
               "the composite, which scales the mask in the input dtype)",
               frozenset({"grad"}), lambda operands: _graph_has(operands[0], {"NativeDropoutBackward0"})
