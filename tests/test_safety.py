@@ -103,6 +103,15 @@ def test_tensor_beyond_its_shrunk_storage_is_an_error(use, keep_bytes):
     assert torch.equal(neighbour.cpu(), torch.zeros(4096))
 
 
+def test_non_contiguous_tensor_beyond_its_shrunk_storage_is_an_error():
+    t = torch.ones(32, 32, device=DEVICE).t()
+    t.untyped_storage().resize_(8)
+    neighbour = torch.zeros(4096, device=DEVICE)
+    with pytest.raises(RuntimeError, match=r"aten::mul_.*strides \[1, 32\].* needs 4096 bytes"):
+        t.mul_(2)
+    assert torch.equal(neighbour.cpu(), torch.zeros(4096))
+
+
 def test_shrunk_storage_grown_back_is_usable():
     t = _shrunk(numel=8)
     t.untyped_storage().resize_(32)

@@ -29,8 +29,12 @@ void check_tensor_in_storage(const at::TensorBase& tensor, std::string_view op) 
   if (tensor.numel() == 0 || tensor._is_zerotensor()) {
     return;
   }
-  const size_t needed = at::detail::computeStorageNbytes(
-      tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
+  // The common contiguous case without computeStorageNbytes' loop over
+  // dimensions: this runs for every operand of every kernel.
+  const size_t needed = tensor.is_contiguous()
+      ? (static_cast<size_t>(tensor.storage_offset()) + static_cast<size_t>(tensor.numel())) * tensor.itemsize()
+      : at::detail::computeStorageNbytes(
+            tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
   const size_t held = tensor.storage().nbytes();
   TORCH_CHECK(
       needed <= held,
