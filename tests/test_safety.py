@@ -293,7 +293,9 @@ def test_cpu_copy_of_an_openreg_tensor_crosses_a_spawned_process(tmp_path):
 
             def child(inbox, outbox):
                 t = inbox.get(timeout=120)
-                outbox.put((t.to("openreg") * 2).cpu())
+                # A list back: a tensor sent by a process that exits at once may be gone before
+                # the receiver fetches its shared memory (torch.multiprocessing's documented rule).
+                outbox.put((t.to("openreg") * 2).cpu().tolist())
 
             if __name__ == "__main__":
                 ctx = mp.get_context("spawn")
@@ -302,7 +304,7 @@ def test_cpu_copy_of_an_openreg_tensor_crosses_a_spawned_process(tmp_path):
                 p.start()
                 try:
                     inbox.put(torch.arange(4.0, device="openreg").cpu())
-                    print("result=%s" % outbox.get(timeout=150).tolist())
+                    print("result=%s" % outbox.get(timeout=150))
                 finally:
                     p.join(timeout=30)
                     if p.is_alive():
