@@ -45,4 +45,7 @@ if _claim_privateuse1():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     from .ops import extra_ops_path  # noqa: F401  (also registers the custom operators)
+    from . import _multiprocessing_reductions
+
+    _multiprocessing_reductions.register()
 

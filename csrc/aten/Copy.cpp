@@ -10,6 +10,7 @@
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegHostAllocator.h"
+#include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
@@ -73,6 +74,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
   }
   if (is_plain_memcpy(self, dst)) {
+    // The runtime checks a range against the device allocation it falls in,
+    // which the caching allocator shares between storages.
+    for (const at::Tensor* t : {&self, &dst}) {
+      if (t->is_privateuseone()) {
+        c10::openreg::check_tensor_in_storage(*t, "aten::_copy_from");
+      }
+    }
     // data_ptr() of a dense tensor with non-negative strides is its lowest
     // address, so the block is [data_ptr, data_ptr + nbytes).
     const size_t nbytes = self.numel() * self.itemsize();

@@ -9,6 +9,7 @@
 #include "aten/SparseFallback.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
+#include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
@@ -134,6 +135,7 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
     tensors_.push_back({device_impl, host});
     return host;
   }
+  c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
   at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
       host_storage_for(device_tensor.storage()),
       mirrored_keys(c10::DispatchKey::CPU, *device_impl),
@@ -265,7 +267,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   return result;
 }
 
-HostAddresses::HostAddresses(c10::Device device) {
+HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : op_name_(op_name) {
   c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(device.index()));
 }
 
@@ -276,6 +278,7 @@ HostAddresses::~HostAddresses() {
 }
 
 void* HostAddresses::address(const at::TensorBase& device_tensor) {
+  c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
   const c10::Storage& storage = device_tensor.storage();
   const void* base = storage.data();
   if (base == nullptr) {

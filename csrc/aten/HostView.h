@@ -82,8 +82,9 @@ class HostViews {
 // per operand.
 class HostAddresses {
  public:
-  // Waits for the work queued on `device`'s current stream.
-  explicit HostAddresses(c10::Device device);
+  // Waits for the work queued on `device`'s current stream. `op_name` names
+  // the operator in errors.
+  HostAddresses(c10::Device device, std::string_view op_name);
   ~HostAddresses();
   HostAddresses(const HostAddresses&) = delete;
   HostAddresses& operator=(const HostAddresses&) = delete;
@@ -95,6 +96,7 @@ class HostAddresses {
     const void* device_base;
     char* host_base;
   };
+  std::string_view op_name_;
   c10::SmallVector<Access, 4> accesses_;
 };
 

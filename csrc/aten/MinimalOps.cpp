@@ -152,6 +152,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(
       self.numel() > 0,
       "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(), " has no value to read");
+  c10::openreg::check_tensor_in_storage(self, "aten::_local_scalar_dense");
   // No device guard: the stream names its device, and so does the pointer.
   c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
   alignas(16) unsigned char bytes[16];

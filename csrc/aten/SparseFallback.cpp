@@ -181,6 +181,21 @@ std::string operator_name(const c10::OperatorHandle& op) {
 
 void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const std::string name = operator_name(op);
+  // The CPU kernel of the key that brought the call here: SparseCPU for
+  // SparsePrivateUse1, SparseCsrCPU for SparseCsrPrivateUse1.
+  const c10::DispatchKey key = keys.highestPriorityTypeId();
+  const c10::DispatchKey cpu_key = c10::toRuntimePerBackendFunctionalityKey(
+      c10::toFunctionalityKey(key), c10::BackendComponent::CPUBit);
+  // Otherwise the CPU dispatch below would fail naming the CPU's key.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(cpu_key),
+      "Could not run '",
+      name,
+      "' with arguments from the '",
+      key,
+      "' backend (sparse openreg tensors): openreg runs sparse operators with the CPU's ",
+      cpu_key,
+      " kernels, and the CPU has none for this operator");
   const auto& arguments = op.schema().arguments();
   const size_t arguments_begin = stack->size() - arguments.size();
 
@@ -229,10 +244,6 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
     }
   }
 
-  // The CPU kernel of the key that brought the call here: SparseCPU for
-  // SparsePrivateUse1, SparseCsrCPU for SparseCsrPrivateUse1.
-  const c10::DispatchKey cpu_key = c10::toRuntimePerBackendFunctionalityKey(
-      c10::toFunctionalityKey(keys.highestPriorityTypeId()), c10::BackendComponent::CPUBit);
   op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
 
   views.write_back();

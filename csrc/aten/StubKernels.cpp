@@ -285,7 +285,7 @@ c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, c
   Kernel<Op, /*HostOutput=*/false> direct(out);
   Op::meta(direct, args...);
   if (needs_no_casts(direct, Op::casts_outputs)) {
-    HostAddresses addresses(device_call.device());
+    HostAddresses addresses(device_call.device(), name);
     for (int i = 0; i < direct.ntensors(); ++i) {
       direct.unsafe_replace_operand(i, addresses.address(direct.tensor_base(i)));
     }

@@ -551,6 +551,17 @@ class DeviceCache {
 class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
+    // A negative size converted to size_t (UntypedStorage(-1), resize_(-1))
+    // must fail here, as on the CPU: rounding it up would wrap to a small
+    // block while the storage went on to claim ~SIZE_MAX bytes. Any request
+    // up to PTRDIFF_MAX rounds up without overflow.
+    TORCH_CHECK(
+        nbytes <= static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()),
+        "openreg allocator called with a negative number of bytes: ",
+        static_cast<ptrdiff_t>(nbytes),
+        " (",
+        nbytes,
+        " as size_t)");
     const DeviceIndex device = current_device();
     if (nbytes == 0) {
       return {nullptr, nullptr, &raw_delete, make_device(device)};
@@ -726,6 +737,12 @@ OpenRegDeviceAllocator g_allocator;
 
 void OpenRegDeviceAllocator::raw_delete(void* ptr) {
   if (ptr == nullptr) {
+    return;
+  }
+  // In a child forked after openreg started, the runtime refuses service and
+  // the memory belongs to the parent: freeing is a no-op, as with CUDA. Asked
+  // before taking any lock, which a parent thread may have held at the fork.
+  if (device_count_ensure_non_throwing() == 0) {
     return;
   }
   Block* block = g_allocator.forget(ptr);

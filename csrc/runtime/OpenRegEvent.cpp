@@ -58,13 +58,11 @@ double event_elapsed_time(void* start, void* end) {
       "Both events must be recorded before calculating elapsed time.");
   float ms = 0;
   const orError_t err = orEventElapsedTime(&ms, static_cast<orEvent_t>(start), static_cast<orEvent_t>(end));
-  TORCH_CHECK(
-      err != orErrorInvalidResourceHandle,
-      "Both events must be created with argument 'enable_timing=True' (",
-      orGetLastErrorMessage(),
-      ")");
   TORCH_CHECK(err != orErrorNotReady, "Both events must be completed before calculating elapsed time.");
-  OPENREG_CHECK(err);
+  // c10::Event has checked timing flags and recording; what the runtime
+  // still refuses (events of two devices, whose clocks are unrelated, as
+  // CUDA refuses them) its message names.
+  TORCH_CHECK(err == orSuccess, "openreg Event.elapsed_time: ", orGetLastErrorMessage());
   return ms;
 }
 

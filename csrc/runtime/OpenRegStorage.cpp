@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <ATen/EmptyTensor.h>
+
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
 
@@ -20,6 +22,36 @@ void resize_bytes(c10::StorageImpl* storage, size_t nbytes) {
   }
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(nbytes);
+}
+
+void check_tensor_in_storage(const at::TensorBase& tensor, std::string_view op) {
+  // No bytes are touched; a ZeroTensor has no memory by design.
+  if (tensor.numel() == 0 || tensor._is_zerotensor()) {
+    return;
+  }
+  // The common contiguous case without computeStorageNbytes' loop over
+  // dimensions: this runs for every operand of every kernel.
+  const size_t needed = tensor.is_contiguous()
+      ? (static_cast<size_t>(tensor.storage_offset()) + static_cast<size_t>(tensor.numel())) * tensor.itemsize()
+      : at::detail::computeStorageNbytes(
+            tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
+  const size_t held = tensor.storage().nbytes();
+  TORCH_CHECK(
+      needed <= held,
+      op,
+      ": an ",
+      tensor.device(),
+      " tensor of sizes ",
+      tensor.sizes(),
+      ", strides ",
+      tensor.strides(),
+      " and storage offset ",
+      tensor.storage_offset(),
+      " needs ",
+      needed,
+      " bytes of its storage, which holds only ",
+      held,
+      " bytes (was the storage resized after the tensor was created?)");
 }
 
 } // namespace c10::openreg

@@ -42,7 +42,8 @@ typedef enum orError_t {
   // orEventElapsedTime on an event that has not completed).
   orErrorNotReady = 8,
   // A stream or event handle that is not live, or an event created with
-  // orEventDisableTiming passed to orEventElapsedTime, or one never recorded.
+  // orEventDisableTiming passed to orEventElapsedTime, or one never recorded,
+  // or two events last recorded on different devices.
   orErrorInvalidResourceHandle = 9,
 } orError_t;
 
@@ -144,7 +145,8 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream);
 // orSuccess if the last record completed (or there was none), else NotReady.
 orError_t orEventQuery(orEvent_t event);
 orError_t orEventSynchronize(orEvent_t event);
-// Milliseconds between two completed, timed events.
+// Milliseconds between two completed, timed events, last recorded on streams
+// of the same device.
 orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 orError_t orEventDestroy(orEvent_t event);
 

@@ -53,7 +53,7 @@ Clock::time_point Record::time() {
 }
 
 orError_t Event::record(Stream& stream) {
-  auto record = std::make_shared<Record>(timed());
+  auto record = std::make_shared<Record>(timed(), stream.device());
   // Held across the submission so that concurrent records of this event end
   // up in latest_ in the order they were queued.
   std::lock_guard lock(mutex_);
@@ -144,6 +144,15 @@ orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end) {
                   "orEventElapsedTime: the %s %p has never been recorded", roles[i],
                   static_cast<void*>(handles[i]));
     }
+  }
+  // As cudaEventElapsedTime: the two timestamps come from different devices'
+  // clocks, so their difference would mean nothing on real hardware.
+  if (records[0]->device() != records[1]->device()) {
+    return fail(orErrorInvalidResourceHandle,
+                "orEventElapsedTime: the start event %p was recorded on device %d and the end "
+                "event %p on device %d; elapsed time is defined only between events of one device",
+                static_cast<void*>(start), records[0]->device(), static_cast<void*>(end),
+                records[1]->device());
   }
   for (int i = 0; i < 2; ++i) {
     if (!records[i]->completed()) {

@@ -18,7 +18,10 @@ using Clock = std::chrono::steady_clock;
 // outlive the other (an event may be destroyed while its record is queued).
 class Record {
  public:
-  explicit Record(bool timed) : timed_(timed) {}
+  Record(bool timed, int device) : timed_(timed), device_(device) {}
+
+  // The device of the stream it was recorded on.
+  int device() const { return device_; }
 
   // Called by the stream's worker when it reaches the marker.
   void complete();
@@ -29,6 +32,7 @@ class Record {
 
  private:
   const bool timed_;
+  const int device_;
   std::mutex mutex_;
   std::condition_variable completion_;
   bool completed_ = false;

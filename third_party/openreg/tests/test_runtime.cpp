@@ -409,6 +409,39 @@ void testCoalescing() {
   }));
 }
 
+// A range that starts in one allocation and runs into its live neighbour
+// covers only live memory, yet belongs to no single allocation: every entry
+// point that takes a range rejects it.
+void testRangeAcrossAdjacentAllocations() {
+  CHECK_CHILD_EXITED_CLEANLY(runInChild({{"OPENREG_DEVICE_MEMORY", "64K"}}, [] {
+    void* first = nullptr;
+    void* second = nullptr;
+    CHECK_OK(orMalloc(&first, 16 * KiB));
+    CHECK_OK(orMalloc(&second, 16 * KiB));
+    CHECK(second == offset(first, 16 * KiB));
+    const std::vector<unsigned char> data = pattern(16 * KiB, 7);
+    CHECK_OK(orMemcpy(second, data.data(), data.size(), orMemcpyHostToDevice));
+    void* straddling = offset(first, 8 * KiB);
+    std::vector<unsigned char> host(16 * KiB);
+    CHECK_ERR(orMemcpy(straddling, host.data(), host.size(), orMemcpyHostToDevice),
+              orErrorInvalidDevicePointer);
+    CHECK_MESSAGE_HAS("exceeds its allocation");
+    CHECK_ERR(orMemcpy(host.data(), straddling, host.size(), orMemcpyDeviceToHost),
+              orErrorInvalidDevicePointer);
+    CHECK_ERR(orMemcpy(straddling, second, host.size(), orMemcpyDeviceToDevice),
+              orErrorInvalidDevicePointer);
+    CHECK_ERR(orMemcpyAsync(straddling, host.data(), host.size(), orMemcpyHostToDevice, nullptr),
+              orErrorInvalidDevicePointer);
+    void* view = nullptr;
+    CHECK_ERR(orMemAccessBegin(straddling, host.size(), &view), orErrorInvalidDevicePointer);
+    CHECK_MESSAGE_HAS("exceeds its allocation");
+    CHECK_OK(orStreamSynchronize(nullptr));
+    CHECK(readBack(second, data.size()) == data);  // the neighbour is untouched
+    CHECK_OK(orFree(first));
+    CHECK_OK(orFree(second));
+  }));
+}
+
 // --------------------------------------------- memory protection (children)
 
 void testMemoryProtection() {
@@ -1514,7 +1547,23 @@ void testEvents() {
   CHECK_ERR(orEventDestroy(reinterpret_cast<orEvent_t>(&local)), orErrorInvalidResourceHandle);
   CHECK_OK(orStreamQuery(stream));
 
-  for (orEvent_t event : {start, end, untimed}) CHECK_OK(orEventDestroy(event));
+  // Events last recorded on different devices: their clocks are unrelated.
+  orEvent_t other = nullptr;
+  CHECK_OK(orEventCreate(&other));
+  CHECK_OK(orSetDevice(1));
+  CHECK_OK(orEventRecord(other, nullptr));  // device 1's default stream
+  CHECK_OK(orEventSynchronize(other));
+  CHECK_OK(orSetDevice(0));
+  CHECK_ERR(orEventElapsedTime(&ms, start, other), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("start event " + handleText(start) + " was recorded on device 0 and the end event " +
+                    handleText(other) + " on device 1");
+  CHECK_ERR(orEventElapsedTime(&ms, other, start), orErrorInvalidResourceHandle);
+  CHECK_MESSAGE_HAS("recorded on device 1 and the end event");
+  CHECK_OK(orEventRecord(other, stream));  // recorded again, on device 0
+  CHECK_OK(orEventSynchronize(other));
+  CHECK_OK(orEventElapsedTime(&ms, start, other));
+
+  for (orEvent_t event : {start, end, untimed, other}) CHECK_OK(orEventDestroy(event));
   CHECK_OK(orStreamDestroy(stream));
 }
 
@@ -1664,6 +1713,7 @@ int main() {
       {"invalid environment", testInvalidEnvironment},
       {"out of memory", testOutOfMemory},
       {"coalescing", testCoalescing},
+      {"adjacent ranges", testRangeAcrossAdjacentAllocations},
       {"memory protection", testMemoryProtection},
       {"error strings", testErrorStrings},
       {"devices", testDevices},
