@@ -187,3 +187,12 @@ class device_of(device):
 
     def __init__(self, obj):
         super().__init__(obj.get_device() if obj.is_openreg else -1)
+
+
+def __getattr__(name):
+    # torch.utils.checkpoint decides whether to save and replay the device's RNG
+    # state from getattr(device_module, "_initialized", False), a module global
+    # in torch.cuda; here the flag lives in _initialization.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
