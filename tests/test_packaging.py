@@ -1,0 +1,71 @@
+"""The package as a user meets it: started from a source checkout, and its command line.
+
+The checkout tests build nothing: the source folder ``torch_openreg/`` is
+copied without its native libraries into a temporary "repository root", and
+the package this test process imported stands for the installed copy.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import torch_openreg
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE_PACKAGE = os.path.join(REPO_ROOT, "torch_openreg")
+INSTALLED_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(torch_openreg.__file__)))
+
+
+@pytest.fixture
+def unbuilt_checkout(tmp_path):
+    """A repository root whose torch_openreg/ has no built extension, and a tests/ folder."""
+    shutil.copytree(
+        SOURCE_PACKAGE, tmp_path / "torch_openreg", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
+    shutil.copytree(os.path.join(REPO_ROOT, "tests"), tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO_ROOT, "pyproject.toml"), tmp_path)
+    return tmp_path
+
+
+def run_in(cwd, *args, pythonpath=INSTALLED_PARENT, timeout=300):
+    """``python *args`` started in ``cwd``, which (as for any ``python -c`` or ``-m``) comes first on sys.path."""
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_import_torch_in_an_unbuilt_checkout_uses_the_installed_package(unbuilt_checkout):
+    result = run_in(
+        unbuilt_checkout,
+        "-c",
+        "import torch, torch_openreg\n"
+        "x = torch.arange(4.0, device='openreg')\n"
+        "print('device', (x * 2).device)\n"
+        "print('values', (x * 2).cpu().tolist())\n"
+        "print('package', torch_openreg.__file__)\n",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["device"] == "openreg:0"
+    assert lines["values"] == "[0.0, 2.0, 4.0, 6.0]"
+    assert not lines["package"].startswith(str(unbuilt_checkout))
+
+
+def test_pytest_collects_in_an_unbuilt_checkout(unbuilt_checkout):
+    result = run_in(unbuilt_checkout, "-m", "pytest", "--collect-only", "-q", "tests/test_minimal_ops.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tests collected" in result.stdout
+
+
+def test_unbuilt_checkout_without_an_installed_copy_says_how_to_build(unbuilt_checkout):
+    # Only the checkout on sys.path: the package's first statement must explain, before it needs torch.
+    result = run_in(unbuilt_checkout, "-c", "import sys; sys.path[:] = ['']; import torch_openreg", pythonpath="")
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("ImportError: ")
+    assert "no built extension" in last_line
+    assert "`pip install .`" in last_line
+    assert "`python setup.py build_ext --inplace`" in last_line
