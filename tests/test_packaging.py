@@ -69,3 +69,29 @@ def test_unbuilt_checkout_without_an_installed_copy_says_how_to_build(unbuilt_ch
     assert "no built extension" in last_line
     assert "`pip install .`" in last_line
     assert "`python setup.py build_ext --inplace`" in last_line
+
+
+@pytest.mark.parametrize("command", [[], ["opinfo"], ["external"]])
+def test_testing_command_help_is_plain_text(command, tmp_path):
+    result = run_in(tmp_path, "-m", "torch_openreg.testing", *command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: python -m torch_openreg.testing" in result.stdout
+    assert "``" not in result.stdout
+
+
+def test_testing_command_without_its_extra_names_the_install_command(tmp_path):
+    # A None entry in sys.modules makes the module absent, as after a plain `pip install .`.
+    result = run_in(
+        tmp_path,
+        "-c",
+        "import runpy, sys\n"
+        "sys.modules['expecttest'] = None\n"
+        "sys.argv = ['torch_openreg.testing', 'opinfo', '--quick']\n"
+        "runpy.run_module('torch_openreg.testing', run_name='__main__', alter_sys=True)\n",
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "python -m torch_openreg.testing needs the 'testing' extra (expecttest not installed): "
+        'pip install "torch_openreg[testing]", or from a checkout pip install ".[testing]"'
+    )
