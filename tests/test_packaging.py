@@ -95,3 +95,35 @@ def test_testing_command_without_its_extra_names_the_install_command(tmp_path):
         "python -m torch_openreg.testing needs the 'testing' extra (expecttest not installed): "
         'pip install "torch_openreg[testing]", or from a checkout pip install ".[testing]"'
     )
+
+
+def test_runtime_is_its_own_library_usable_without_torch(tmp_path):
+    # As a vendor's driver runtime: libopenreg.so beside the extension, loadable with no torch in the process.
+    result = run_in(
+        tmp_path,
+        "-c",
+        "import ctypes, importlib.util, os, sys\n"
+        "package_dir = importlib.util.find_spec('torch_openreg').submodule_search_locations[0]\n"
+        "runtime = ctypes.CDLL(os.path.join(package_dir, 'libopenreg.so'))\n"
+        "count = ctypes.c_int(-1)\n"
+        "print('status', runtime.orGetDeviceCount(ctypes.byref(count)))\n"
+        "print('has_devices', count.value >= 1)\n"
+        "print('torch_loaded', 'torch' in sys.modules or 'libtorch' in open('/proc/self/maps').read())\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["status", "0", "has_devices", "True", "torch_loaded", "False"]
+
+
+def test_extension_loads_the_runtime_beside_it(tmp_path):
+    result = run_in(
+        tmp_path,
+        "-c",
+        "import os, torch, torch_openreg\n"
+        "torch.ones(1, device='openreg')\n"
+        "maps = {line.split()[-1] for line in open('/proc/self/maps') if line.rstrip().endswith('.so')}\n"
+        "print(*sorted(path for path in maps if os.path.basename(path) == 'libopenreg.so'))\n"
+        "print(os.path.dirname(torch_openreg._C.__file__))\n",
+    )
+    assert result.returncode == 0, result.stderr
+    runtime_paths, extension_dir = result.stdout.splitlines()
+    assert runtime_paths == os.path.join(extension_dir, "libopenreg.so")
