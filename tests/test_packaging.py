@@ -61,8 +61,15 @@ def test_pytest_collects_in_an_unbuilt_checkout(unbuilt_checkout):
 
 
 def test_unbuilt_checkout_without_an_installed_copy_says_how_to_build(unbuilt_checkout):
-    # Only the checkout on sys.path: the package's first statement must explain, before it needs torch.
-    result = run_in(unbuilt_checkout, "-c", "import sys; sys.path[:] = ['']; import torch_openreg", pythonpath="")
+    # No other torch_openreg on sys.path (nor torch beside it): the package's first statement must explain.
+    result = run_in(
+        unbuilt_checkout,
+        "-c",
+        "import os, sys\n"
+        "sys.path[:] = [p for p in sys.path if p == '' or not os.path.isdir(os.path.join(p, 'torch_openreg'))]\n"
+        "import torch_openreg\n",
+        pythonpath="",
+    )
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("ImportError: ")
