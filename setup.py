@@ -1,7 +1,9 @@
-"""Builds the two native libraries of torch_openreg:
+"""Builds the three native libraries of torch_openreg:
 
-- torch_openreg._C, the extension module: the simulated runtime
-  (third_party/openreg) and the PyTorch backend (csrc, minus csrc/extra_ops);
+- torch_openreg/libopenreg.so, the simulated device runtime (third_party/openreg):
+  a plain shared library without torch, as a vendor ships its driver runtime;
+- torch_openreg._C, the extension module: the PyTorch backend (csrc, minus
+  csrc/extra_ops), which finds libopenreg.so beside itself ($ORIGIN rpath);
 - torch_openreg/ops/libopenreg_extra_ops.so, a plain shared library of extra
   operators (csrc/extra_ops) that users load at run time with
   torch.ops.load_library(torch_openreg.extra_ops_path()); nothing imports it.
@@ -10,16 +12,24 @@ import glob
 import os
 import sysconfig
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 # Importing torch would autoload an installed (possibly stale or half-built)
 # torch_openreg; the build needs torch's build tools only.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+import torch  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+RUNTIME = "torch_openreg.libopenreg"
 EXTRA_OPS = "torch_openreg.ops.libopenreg_extra_ops"
+PLAIN_LIBRARIES = {RUNTIME, EXTRA_OPS}
 EXTRA_OPS_DIR = os.path.join("csrc", "extra_ops")
+TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+debug = os.environ.get("OPENREG_DEBUG_BUILD", "0") == "1"
+OPTIMIZATION = ["-O0", "-g"] if debug else ["-O2"]
+WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 
 
 def sources(pattern):
@@ -27,33 +37,66 @@ def sources(pattern):
 
 
 class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
+    def build_extensions(self):
+        # pip's build isolation installs torch into a new temporary directory
+        # for every build, and a compile command naming it never repeats: the
+        # build directory and the compiler cache (ccache, which torch's build
+        # uses when it is on PATH) would start from scratch each time. The
+        # commands name torch's headers through a link in the build directory
+        # instead, so a second `pip install` of an unchanged tree reuses the
+        # cached objects. -isystem: warnings in torch's headers are torch's.
+        torch_link = os.path.join(os.path.abspath(self.build_temp), "torch")
+        os.makedirs(self.build_temp, exist_ok=True)
+        if os.path.lexists(torch_link):
+            os.remove(torch_link)
+        os.symlink(TORCH_DIR, torch_link)
+        torch_headers = []
+        for path in include_paths():
+            torch_headers += ["-isystem", torch_link + path[len(TORCH_DIR):]]
+
+        runtime_dir = os.path.dirname(self.get_ext_fullpath(RUNTIME))
+        for extension in self.extensions:
+            if extension.name == RUNTIME:
+                continue
+            extension.include_dirs = [d for d in extension.include_dirs if d not in include_paths()]
+            extension.extra_compile_args += torch_headers
+            if extension.name == "torch_openreg._C":
+                extension.library_dirs.append(runtime_dir)
+        super().build_extensions()
+
     def get_ext_filename(self, fullname):
         filename = super().get_ext_filename(fullname)
         # Called with the full name and with its last component alone.
-        if fullname.split(".")[-1] == EXTRA_OPS.split(".")[-1]:
+        if fullname.split(".")[-1] in {name.split(".")[-1] for name in PLAIN_LIBRARIES}:
             # Not a Python module: a plain shared library name, without the
             # interpreter's ABI tag.
             filename = filename[: -len(sysconfig.get_config_var("EXT_SUFFIX"))] + ".so"
         return filename
 
 
-debug = os.environ.get("OPENREG_DEBUG_BUILD", "0") == "1"
-compile_args = ["-O0", "-g"] if debug else ["-O2"]
-
 setup(
+    # Listed in build order: _C links against libopenreg.so.
     ext_modules=[
+        Extension(
+            name=RUNTIME,
+            sources=sources("third_party/openreg/src/*.cpp"),
+            include_dirs=[os.path.join(ROOT, "third_party/openreg/include")],
+            extra_compile_args=["-std=c++20", *OPTIMIZATION, *WARNINGS],
+            extra_link_args=["-pthread"],
+        ),
         CppExtension(
             name="torch_openreg._C",
-            sources=sources("third_party/openreg/src/*.cpp")
-            + [s for s in sources("csrc/**/*.cpp") if not s.startswith(EXTRA_OPS_DIR + os.sep)],
+            sources=[s for s in sources("csrc/**/*.cpp") if not s.startswith(EXTRA_OPS_DIR + os.sep)],
             include_dirs=[os.path.join(ROOT, "third_party/openreg/include"), os.path.join(ROOT, "csrc")],
-            extra_compile_args=compile_args,
+            libraries=["openreg"],
+            extra_compile_args=[*OPTIMIZATION, *WARNINGS],
+            extra_link_args=["-Wl,-rpath,$ORIGIN"],
         ),
         CppExtension(
             name=EXTRA_OPS,
             sources=sources("csrc/extra_ops/*.cpp"),
             include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args=compile_args,
+            extra_compile_args=[*OPTIMIZATION, *WARNINGS],
         ),
     ],
     cmdclass={"build_ext": BuildNativeLibraries},

@@ -5,6 +5,7 @@ entry point) makes ``openreg`` a device like ``cuda``: ``x.to("openreg")``,
 ``torch.openreg.*`` and ``torch.accelerator.*``. Importing initializes no
 device; the runtime starts at first use.
 """
+from ._source_checkout import defer_to_installed_copy
 
 
 def _autoload() -> None:
@@ -15,6 +16,11 @@ def _autoload() -> None:
     package is still initializing; the registration below then follows.
     """
 
+
+# In a source checkout without a built extension, the installed copy replaces
+# this module in sys.modules and registers the backend; the rest of this file
+# then only defines names in a module the import discards.
+_DEFERRED = defer_to_installed_copy(__name__, __path__[0])
 
 import torch  # noqa: E402
 
@@ -34,7 +40,7 @@ def _claim_privateuse1() -> bool:
     return True
 
 
-if _claim_privateuse1():
+if not _DEFERRED and _claim_privateuse1():
     # Loading the extension registers the hooks, guard, allocator and kernels.
     from . import _C  # noqa: F401
     from . import openreg as _device_module

@@ -1,11 +1,18 @@
-"""Command line: ``python -m torch_openreg.testing {opinfo,modules,optim,external,fuzz} [options]``."""
+"""Device-generic correctness suites: PyTorch's OpInfo operators (opinfo), ModuleInfo modules (modules) and
+OptimizerInfo optimizers (optim) run on the device and on the CPU and compared case by case; external runs a PyTorch
+device-generic test file for the device; fuzz runs random operator programs on both and compares them bit for bit.
+Details: docs/testing.md."""
 import argparse
 import itertools
 import sys
 
-from . import expected, external, fuzz_campaign, fuzz_known, modules, opinfo, optim, quick, shard
-from .report import Report
-from .runner import run_jobs
+from .requirements import exit_unless_installed
+
+exit_unless_installed()  # before the suites import torch.testing._internal
+
+from . import expected, external, fuzz_campaign, fuzz_known, modules, opinfo, optim, quick, shard  # noqa: E402
+from .report import Report  # noqa: E402
+from .runner import run_jobs  # noqa: E402
 
 
 def _dtype_list(text):
@@ -13,6 +20,7 @@ def _dtype_list(text):
 
 
 def _parser():
+    # --help prints the docstring as it is, in a terminal: plain text, no reST markup.
     parser = argparse.ArgumentParser(prog="python -m torch_openreg.testing", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 

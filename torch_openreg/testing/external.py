@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+from .placement import DEVICE
 from .pytest_plugin import BYPASS_ENV, COUNTS_ENV, SHARD_ENV
 
 PYTEST_MAIN = "import sys, torch, pytest; sys.exit(pytest.main(sys.argv[1:]))"
@@ -20,7 +21,7 @@ def run(path, keyword=None, shard=None, pytest_args=(), bypass_device_restrictio
     """Runs the tests; prints pytest's output, then ``N passed, N failed, N skipped``. Returns the exit code."""
     with tempfile.TemporaryDirectory() as scratch:
         counts_path = os.path.join(scratch, "counts.json")
-        env = {**os.environ, "PYTORCH_TESTING_DEVICE_ONLY_FOR": "openreg", COUNTS_ENV: counts_path}
+        env = {**os.environ, "PYTORCH_TESTING_DEVICE_ONLY_FOR": DEVICE, COUNTS_ENV: counts_path}
         if shard is not None:
             env[SHARD_ENV] = f"{shard[0]}/{shard[1]}"
         if bypass_device_restrictions:
@@ -41,6 +42,6 @@ def run(path, keyword=None, shard=None, pytest_args=(), bypass_device_restrictio
         print(f"xfail: {counts['xfail']}")
     print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     if counts["passed"] + counts["failed"] == 0:
-        print("no test ran on openreg: check that the file instantiates device-type tests")
+        print(f"no test ran on {DEVICE}: check that the file instantiates device-type tests")
         return 1
     return 0 if counts["failed"] == 0 and returncode in (0, 5) else 1

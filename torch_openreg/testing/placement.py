@@ -2,7 +2,8 @@
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-DEVICE = "openreg"
+# The PrivateUse1 backend under test, by the name its package gave it ("openreg" once torch_openreg is loaded).
+DEVICE = torch._C._get_privateuse1_backend_name()
 
 
 def to_device(tree):
