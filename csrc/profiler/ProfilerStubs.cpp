@@ -9,14 +9,15 @@
 // not enabled") and the profiler asserts on the half-built event.
 //
 // The events are timed runtime events recorded on the current openreg stream,
-// so an operator's device time is the time the stream took to get from the
-// first mark to the second: the operator's queued work (asynchronous copies,
-// host functions) plus, since host-executed kernels wait for the stream before
-// they run, the time the stream was busy with earlier work.
+// so an operator's device time is the time the stream took from the first
+// mark to the second. The second mark is queued after the operator's
+// host-executed kernels have run (they wait for the stream first) and after
+// any work it queued (asynchronous copies, host functions), so the interval
+// covers both. docs/profiling.md says what that means for the numbers.
 #include <torch/csrc/profiler/stubs/base.h>
-#include <c10/util/ApproximateClock.h>
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/ApproximateClock.h>
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
