@@ -209,6 +209,7 @@ class DeviceCache {
       stats.active_bytes[t].increase(block->size);
       stats.requested_bytes[t].increase(requested);
     });
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
     return block;
   }
 
@@ -223,6 +224,7 @@ class DeviceCache {
       stats.allocated_bytes[t].decrease(block->size);
       stats.requested_bytes[t].decrease(block->requested_size);
     });
+    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size));
     if (!block->stream_uses.empty()) {
       // Used on other streams: reusable once they reach this point.
       for (const c10::Stream& stream : block->stream_uses) {
@@ -267,6 +269,24 @@ class DeviceCache {
   DeviceStats stats;
 
  private:
+  // Tells an active torch.profiler (profile_memory=True) about an allocation
+  // (bytes > 0) or a free (bytes < 0), with the totals after it. Without an
+  // active profiler this is one thread-local lookup. Called from the deleter
+  // too, so it swallows errors instead of throwing.
+  void report_to_profiler(void* ptr, int64_t bytes) const noexcept {
+    constexpr auto kAggregate = static_cast<size_t>(StatType::AGGREGATE);
+    try {
+      c10::reportMemoryUsageToProfiler(
+          ptr,
+          bytes,
+          static_cast<size_t>(stats.allocated_bytes[kAggregate].current),
+          static_cast<size_t>(stats.reserved_bytes[kAggregate].current),
+          make_device(device_));
+    } catch (...) {
+      // A lost profiler record must not turn a free into a crash.
+    }
+  }
+
   template <typename Fn>
   static void for_each_stat(const BlockPool& pool, Fn fn) {
     StatTypes types{};
