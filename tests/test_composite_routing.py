@@ -19,7 +19,7 @@ from torch_openreg.testing.placement import to_device
 # Operators PrivateUse1 is routed to the CPU kernel for, beyond the composite
 # class (see the comment at the routing list in Fallback.cpp).
 ROUTED_FOR_OTHER_REASONS = {"aten::addr_", "aten::mse_loss", "aten::conj_physical_", "aten::_conj_physical",
-                            "aten::mode.values"}
+                            "aten::mode.values", "aten::index.Tensor"}
 
 # The OpInfo entries whose samples reach each routed or kept operator.
 OPINFO_NAMES = {
@@ -38,6 +38,7 @@ OPINFO_NAMES = {
     "aten::conj_physical_": ["conj_physical"],
     "aten::_conj_physical": ["conj_physical"],
     "aten::mode.values": ["mode"],
+    "aten::index.Tensor": ["__getitem__"],
     "aten::narrow_copy": ["narrow_copy"],
 }
 
