@@ -75,15 +75,7 @@ __all__ = [
     "set_device",
     "synchronize",
     # streams and events
-    "Event",
-    "ExternalStream",
-    "Stream",
-    "StreamContext",
-    "current_stream",
-    "default_stream",
-    "get_stream_from_external",
-    "set_stream",
-    "stream",
+    *streams.__all__,
     # memory
     *memory.__all__,
     # random numbers
