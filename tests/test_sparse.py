@@ -479,6 +479,16 @@ def test_mixed_devices_raise_the_same_device_error():
     assert_same(torch.sparse.mm(sparse_cpu.to(DEVICE), dense), torch.sparse.mm(sparse_cpu, dense.cpu()))
 
 
+def test_a_cpu_scalar_tensor_is_no_output_for_a_sparse_operator():
+    # As CUDA: a 0-dim CPU tensor may be read as a scalar, never written.
+    sparse = sparse_input().to_sparse().to(DEVICE)
+    dense = dev(make_cpu((6, 3)))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(sparse, dense, out=torch.empty(()))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.addmm(dense.new_zeros(sparse.shape[0], 3), sparse, dense, out=torch.empty(()))
+
+
 @pytest.mark.parametrize(
     "case",
     [

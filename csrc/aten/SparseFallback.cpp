@@ -205,7 +205,14 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
     if (value.isDevice() && value.toDevice().is_privateuseone()) {
       check.see(value.toDevice());
     }
-    for_each_tensor(value, [&](const at::Tensor& t) { check.check(t); });
+    // A written argument (out=, an in-place self) must be on the device even
+    // when it is a 0-dim CPU tensor, as in the strided fallback.
+    const c10::AliasInfo* alias = arguments[i - arguments_begin].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check_written(t); });
+    } else {
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check(t); });
+    }
   }
   const c10::Device device = check.device();
   c10::DeviceGuard guard(device);
