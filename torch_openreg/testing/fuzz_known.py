@@ -64,6 +64,4 @@ KNOWN_DIVERGENCES = (
               and any(value.dtype in (torch.float16, torch.bfloat16) for value in operands[:2])),
     Exclusion("found by the fuzzer: torch.median(x, dim)'s indices on an expanded input (stride 0)",
               frozenset({"median.dim"}), lambda operands: 0 in operands[0].stride()),
-    Exclusion("found by the fuzzer: max_pool1d's output strides on a non-contiguous input",
-              frozenset({"max_pool1d"}), lambda operands: not _row_major(operands[0])),
 )

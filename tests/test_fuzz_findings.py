@@ -1,0 +1,49 @@
+"""Divergences from the CPU found by the differential fuzzer (torch_openreg/testing/fuzz_known.py), each compared
+with the same computation on the CPU."""
+import contextlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DEVICE, assert_same
+
+# --------------------------------------------------------------------------
+# max_pool1d: the CPU's composite picks its own kernel (contiguous output) when no gradient is recorded
+# --------------------------------------------------------------------------
+
+GRAD_CONTEXTS = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+
+
+@pytest.mark.parametrize("context", sorted(GRAD_CONTEXTS))
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("shape,view,args", [
+    ((7, 7, 2), lambda base: base.transpose(1, 2), (2,)),
+    ((3, 9), lambda base: base[:, ::2], (2, 1, 1, 1, True)),
+    ((2, 4, 6), lambda base: base.permute(2, 0, 1), (3, 2, 1, 2)),
+])
+def test_max_pool1d_output_layout_matches_cpu(shape, view, args, requires_grad, context):
+    base = torch.randn(shape)
+    cpu = view(base).requires_grad_(requires_grad)
+    dev = view(base.to(DEVICE)).requires_grad_(requires_grad)
+    assert dev.stride() == cpu.stride()
+    with GRAD_CONTEXTS[context]():
+        expected = F.max_pool1d(cpu, *args)
+        actual = F.max_pool1d(dev, *args)
+    assert_same(actual, expected)
+    assert actual.requires_grad == expected.requires_grad
+    if expected.requires_grad:
+        grad = torch.randn(expected.shape)
+        expected.backward(grad)
+        actual.backward(grad.to(DEVICE))
+        assert_same(dev.grad, cpu.grad)
+
+
+def test_max_pool1d_bad_arguments_raise_the_cpu_error():
+    x = torch.randn(2, 3, 8)
+    for kwargs in ({"kernel_size": 0}, {"kernel_size": 2, "stride": 0}, {"kernel_size": 2, "padding": 2}):
+        with pytest.raises(RuntimeError) as cpu_error:
+            F.max_pool1d(x, **kwargs)
+        with pytest.raises(RuntimeError) as dev_error:
+            F.max_pool1d(x.to(DEVICE), **kwargs)
+        assert str(dev_error.value) == str(cpu_error.value)
