@@ -47,3 +47,47 @@ def test_max_pool1d_bad_arguments_raise_the_cpu_error():
         with pytest.raises(RuntimeError) as dev_error:
             F.max_pool1d(x.to(DEVICE), **kwargs)
         assert str(dev_error.value) == str(cpu_error.value)
+
+
+# --------------------------------------------------------------------------
+# median / nanmedian along an expanded dimension: the CPU kernel reads past the input there, openreg reads the
+# values themselves and gives the CPU's answer for the same values laid out densely
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operator", [torch.median, torch.nanmedian])
+@pytest.mark.parametrize("shape,expanded,dim", [((1, 2), (7, 2), 0), ((3, 1), (3, 6), 1), ((1, 5), (4, 5), -2),
+                                                ((1, 1), (300000, 1), 0)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_median_along_an_expanded_dim_matches_cpu_on_the_same_values(operator, shape, expanded, dim, keepdim):
+    base = torch.randn(shape)
+    expected = operator(base.expand(expanded).contiguous(), dim, keepdim)
+    actual = operator(base.to(DEVICE).expand(expanded), dim, keepdim)
+    assert_same(actual.values, expected.values)
+    assert_same(actual.indices, expected.indices)
+
+
+def test_median_along_an_expanded_dim_backward_and_out_match_cpu():
+    base = torch.randn(1, 3)
+    cpu = base.clone().requires_grad_()
+    dev = base.to(DEVICE).requires_grad_()
+    expected = torch.median(cpu.expand(5, 3).contiguous(), 0)
+    actual = torch.median(dev.expand(5, 3), 0)
+    expected.values.sum().backward()
+    actual.values.sum().backward()
+    assert_same(dev.grad, cpu.grad)
+    values, indices = torch.empty(0, device=DEVICE), torch.empty(0, dtype=torch.long, device=DEVICE)
+    torch.median(base.to(DEVICE).expand(5, 3), 0, out=(values, indices))
+    assert_same(values, expected.values.detach())
+    assert_same(indices, expected.indices)
+
+
+def test_median_along_an_expanded_dim_bad_arguments_raise_the_cpu_error():
+    cpu = torch.randn(1, 3).expand(5, 3)
+    dev = torch.randn(1, 3, device=DEVICE).expand(5, 3)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.median(cpu, 2)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.median(dev, 2)
+    with pytest.raises(RuntimeError, match="same device|openreg"):
+        torch.median(dev, 0, out=(torch.empty(0), torch.empty(0, dtype=torch.long)))
