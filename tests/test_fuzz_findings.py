@@ -91,3 +91,49 @@ def test_median_along_an_expanded_dim_bad_arguments_raise_the_cpu_error():
         torch.median(dev, 2)
     with pytest.raises(RuntimeError, match="same device|openreg"):
         torch.median(dev, 0, out=(torch.empty(0), torch.empty(0, dtype=torch.long)))
+
+
+# --------------------------------------------------------------------------
+# F.dropout: openreg takes the CPU's unfused path in float16/bfloat16, whose gradient the fused kernel rounds
+# differently; the other dtypes keep the fused kernel, bit-exact either way
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_dropout_forward_and_backward_match_cpu(dtype, p, transposed):
+    base = torch.randn(64, 33).to(dtype)
+    view = (lambda t: t.t()) if transposed else (lambda t: t)
+    cpu = view(base.clone()).requires_grad_()
+    dev = view(base.to(DEVICE)).requires_grad_()
+    torch.manual_seed(0)
+    expected = F.dropout(cpu, p)
+    torch.manual_seed(0)
+    actual = F.dropout(dev, p)
+    assert_same(actual.detach(), expected.detach())
+    grad = torch.randn(expected.shape).to(dtype)
+    expected.backward(grad)
+    actual.backward(grad.to(DEVICE))
+    assert_same(dev.grad, cpu.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_dropout_in_eval_and_inference_mode_matches_cpu(dtype):
+    base = torch.randn(8, 8).to(dtype)
+    assert_same(F.dropout(base.to(DEVICE), 0.5, training=False), F.dropout(base, 0.5, training=False))
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        expected = F.dropout(base, 0.5)
+        torch.manual_seed(0)
+        actual = F.dropout(base.to(DEVICE), 0.5)
+    assert_same(actual, expected)
+
+
+def test_dropout_bad_probability_raises_the_cpu_error():
+    x = torch.randn(4).half()
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.dropout(x, 1.5, True)
+    with pytest.raises(RuntimeError) as dev_error:
+        torch.dropout(x.to(DEVICE), 1.5, True)
+    assert str(dev_error.value) == str(cpu_error.value)
