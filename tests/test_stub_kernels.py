@@ -7,7 +7,7 @@ path (casts, CPU scalars)."""
 import pytest
 import torch
 
-from conftest import ALL_DTYPES, assert_same, dtype_id, make_cpu
+from conftest import ALL_DTYPES, DEVICE, assert_same, dtype_id, make_cpu
 
 DEV = "openreg"
 
@@ -115,6 +115,21 @@ def test_binary_equals_cpu(name, dtype):
     check_against_cpu(fn, [a, torch.tensor(3)])  # 0-dim CPU scalar operand
     if name in ("add", "sub") and dtype != torch.bool:
         check_against_cpu(fn, [a, b], alpha=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_empty_broadcast_operands_equal_cpu(name, dtype):
+    # Empty views with a storage offset and a stride-0 empty operand: the CPU's
+    # half-precision mul kernel reads such an operand as a scalar (found by the
+    # fuzzer as a crash); an empty result computes nothing on either device.
+    def operands(device):
+        a = torch.zeros(6, dtype=dtype, device=device)[3:3].unsqueeze(1)
+        b = torch.zeros(1, dtype=dtype, device=device).as_strided((0,), (0,))
+        return a, b
+
+    fn = BINARY[name]
+    assert_same(fn(*operands(DEVICE)), fn(*operands("cpu")))
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)

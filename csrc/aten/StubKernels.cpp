@@ -285,6 +285,12 @@ c10::MaybeOwned<at::Tensor> call(std::string_view name, const at::Tensor& out, c
   Kernel<Op, /*HostOutput=*/false> direct(out);
   Op::meta(direct, args...);
   if (needs_no_casts(direct, Op::casts_outputs)) {
+    // Nothing to compute or write: skip the stub, whose CPU kernel may still
+    // read an empty broadcast operand as a scalar (mul of half tensors reads
+    // operand 2 through a pointer that is not an element of any tensor).
+    if (direct.numel() == 0 && direct.tensor_base(0).numel() == 0) {
+      return direct.take_result();
+    }
     HostAddresses addresses(device_call.device(), name);
     for (int i = 0; i < direct.ntensors(); ++i) {
       direct.unsafe_replace_operand(i, addresses.address(direct.tensor_base(i)));
