@@ -54,4 +54,5 @@ if not _DEFERRED and _claim_privateuse1():
     from . import _multiprocessing_reductions
 
     _multiprocessing_reductions.register()
+    _device_module.memory._route_accelerator_snapshot()
 

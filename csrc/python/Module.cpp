@@ -10,6 +10,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/Fallback.h"
+#include "python/MemorySnapshot.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -162,6 +163,12 @@ BINDING(py_host_memory_stats, (), {
 })
 BINDING(py_reset_accumulated_host_memory_stats, (), getHostAllocator()->reset_accumulated_stats();)
 BINDING(py_reset_peak_host_memory_stats, (), getHostAllocator()->reset_peak_stats();)
+BINDING(py_record_memory_history,
+        (std::optional<std::string> enabled, std::optional<std::string> context, const std::string& stacks,
+         int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions),
+        recordMemoryHistory(parse_history_options(enabled, context, stacks, max_entries, clear_history, skip_actions));)
+BINDING(py_check_device_index, (int index), check_device_index(to_index(index));)
+BINDING(py_memory_snapshot, (bool include_traces), return memory_snapshot_dict(include_traces);)
 
 } // namespace
 
@@ -193,4 +200,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_host_memory_stats", &py_reset_accumulated_host_memory_stats);
   m.def("_reset_peak_host_memory_stats", &py_reset_peak_host_memory_stats);
   m.def("_options", &py_options);
+  m.def("_record_memory_history", &py_record_memory_history);
+  m.def("_memory_snapshot", &py_memory_snapshot);
+  m.def("_check_device_index", &py_check_device_index);
 }

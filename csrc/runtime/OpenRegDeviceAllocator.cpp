@@ -30,7 +30,9 @@
 // allocating past it raises torch.OutOfMemoryError, as on CUDA.
 //
 // Deleters and allocations never take the GIL: they may run with or without
-// it held by the caller.
+// it held by the caller. The one exception is memory history with Python
+// stacks (OpenRegMemoryHistory.h), which gathers a stack before any lock is
+// taken, as CUDA's allocator does.
 #include "runtime/OpenRegDeviceAllocator.h"
 
 #include <algorithm>
@@ -38,6 +40,7 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -52,6 +55,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegMemoryHistory.h"
 #include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
@@ -62,7 +66,9 @@ using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 using c10::CachingAllocator::StatTypes;
+using c10::CachingDeviceAllocator::BlockInfo;
 using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::SegmentInfo;
 
 constexpr size_t kMinBlockSize = 512;
 constexpr size_t kSmallSize = 1 << 20;
@@ -175,6 +181,8 @@ class DeviceCache {
   explicit DeviceCache(DeviceIndex device) : device_(device) {}
 
   Block* malloc(size_t requested, c10::Stream stream) {
+    // Before the lock: gathering a Python stack takes the GIL.
+    std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::STATE);
     std::lock_guard<std::mutex> lock(mutex);
     process_events();
     const size_t size = round_size(requested);
@@ -183,7 +191,7 @@ class DeviceCache {
     Block* block = take_cached(pool, size, stream, max_split_size);
     if (block == nullptr) {
       collect_garbage();
-      block = new_segment(pool, size, requested, stream, max_split_size);
+      block = new_segment(pool, size, requested, stream, max_split_size, context);
     }
     if (should_split(*block, size, max_split_size)) {
       auto* rest = new Block(static_cast<char*>(block->ptr) + size, block->size - size, stream, &pool);
@@ -210,11 +218,26 @@ class DeviceCache {
       stats.requested_bytes[t].increase(requested);
     });
     report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
+    if (history_.recording()) {
+      history_.record(TraceEntry::ALLOC, device_, address(block), requested, stream_handle(stream), context);
+      history_.set_block_context(block->ptr, std::move(context));
+    }
     return block;
   }
 
   void free(Block* block) {
+    // Before the lock, as in malloc.
+    std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::ALL);
     std::lock_guard<std::mutex> lock(mutex);
+    if (history_.recording()) {
+      history_.record(
+          TraceEntry::FREE_REQUESTED,
+          device_,
+          address(block),
+          block->requested_size,
+          stream_handle(block->stream),
+          context != nullptr ? std::move(context) : history_.block_context(block->ptr));
+    }
     block->allocated = false;
     if (block->oversize) {
       stats.oversize_allocations.decrease(1);
@@ -263,6 +286,47 @@ class DeviceCache {
   double memory_fraction() const {
     std::lock_guard<std::mutex> lock(mutex);
     return memory_fraction_;
+  }
+
+  void record_history(const HistoryOptions& options) {
+    std::lock_guard<std::mutex> lock(mutex);
+    history_.configure(options);
+  }
+
+  // Appends this device's segments, in address order, with their blocks
+  // (torch.cuda's layout: each segment's blocks cover it from its start),
+  // and returns its recorded history, which then ends with a snapshot entry.
+  std::vector<TraceEntry> snapshot(std::vector<SegmentInfo>& segments) {
+    std::lock_guard<std::mutex> lock(mutex);
+    size_t active_bytes = 0;
+    for (const auto& [base, head] : segments_) {
+      SegmentInfo& segment = segments.emplace_back();
+      segment.device = device_;
+      segment.address = base;
+      segment.stream = stream_handle(head->stream);
+      segment.is_large = !head->pool->is_small;
+      segment.context_when_allocated = history_.segment_context(head->ptr);
+      for (const Block* block = head; block != nullptr; block = block->next) {
+        BlockInfo& info = segment.blocks.emplace_back();
+        info.size = block->size;
+        info.allocated = block->allocated;
+        // Neither allocated nor cached: freed, awaiting another stream's events.
+        info.active = block->allocated || !block->cached;
+        segment.total_size += block->size;
+        if (info.active) {
+          info.requested_size = block->requested_size;
+          info.context_when_allocated = history_.block_context(block->ptr);
+          segment.active_size += block->size;
+        }
+        if (info.allocated) {
+          segment.allocated_size += block->size;
+          segment.requested_size += block->requested_size;
+        }
+      }
+      active_bytes += segment.active_size;
+    }
+    history_.record(TraceEntry::SNAPSHOT, device_, 0, active_bytes, nullptr, nullptr);
+    return history_.trace();
   }
 
   mutable std::mutex mutex;
@@ -322,7 +386,23 @@ class DeviceCache {
     return block;
   }
 
-  Block* new_segment(BlockPool& pool, size_t size, size_t requested, c10::Stream stream, size_t max_split_size) {
+  static size_t address(const Block* block) {
+    return reinterpret_cast<size_t>(block->ptr);
+  }
+
+  // Streams appear in snapshots as their runtime handles (0 for the default
+  // stream), as CUDA's appear as cudaStream_t values.
+  static void* stream_handle(c10::Stream stream) {
+    return OpenRegStream(stream).handle();
+  }
+
+  Block* new_segment(
+      BlockPool& pool,
+      size_t size,
+      size_t requested,
+      c10::Stream stream,
+      size_t max_split_size,
+      const std::shared_ptr<c10::GatheredContext>& context) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         !AcceleratorAllocatorConfig::use_expandable_segments(),
         "openreg: the allocator setting expandable_segments:True (PYTORCH_ALLOC_CONF) is not supported: the "
@@ -341,6 +421,12 @@ class DeviceCache {
     }
     if (err == orErrorMemoryAllocation) {
       stats.num_ooms += 1;
+      if (history_.recording()) {
+        size_t free_bytes = 0;
+        size_t total_bytes = 0;
+        (void)orMemGetInfo(&free_bytes, &total_bytes);
+        history_.record(TraceEntry::OOM, device_, free_bytes, requested, stream_handle(stream), context);
+      }
       raise_out_of_memory(requested, size);
     }
     OPENREG_CHECK(err);
@@ -352,7 +438,13 @@ class DeviceCache {
       stats.segment[t].increase(1);
       stats.reserved_bytes[t].increase(bytes);
     });
-    return new Block(ptr, bytes, stream, &pool);
+    auto* segment = new Block(ptr, bytes, stream, &pool);
+    segments_.emplace(address(segment), segment);
+    if (history_.recording()) {
+      history_.record(TraceEntry::SEGMENT_ALLOC, device_, address(segment), bytes, stream_handle(stream), context);
+      history_.set_segment_context(ptr, context);
+    }
+    return segment;
   }
 
   // Asks for a whole segment of *bytes; when the device (or the memory
@@ -444,6 +536,16 @@ class DeviceCache {
 
   // A freed block goes back to its pool, merged with free neighbours.
   void release_to_pool(Block* block) {
+    if (history_.recording()) {
+      history_.record(
+          TraceEntry::FREE_COMPLETED,
+          device_,
+          address(block),
+          block->requested_size,
+          stream_handle(block->stream),
+          history_.block_context(block->ptr));
+    }
+    history_.forget_block(block->ptr);
     BlockPool& pool = *block->pool;
     const size_t original_size = block->size;
     for (Block* neighbour : {block->prev, block->next}) {
@@ -456,6 +558,8 @@ class DeviceCache {
         block->prev = neighbour->prev;
         if (block->prev != nullptr) {
           block->prev->next = block;
+        } else {
+          segments_[address(block)] = block;  // the segment's new first block
         }
       } else {
         block->next = neighbour->next;
@@ -488,6 +592,17 @@ class DeviceCache {
   // Returns a whole cached segment, already out of its pool's set, to the runtime.
   void release_segment(Block* block) {
     OPENREG_CHECK(orFree(block->ptr));
+    segments_.erase(address(block));
+    if (history_.recording()) {
+      history_.record(
+          TraceEntry::SEGMENT_FREE,
+          device_,
+          address(block),
+          block->size,
+          stream_handle(block->stream),
+          history_.segment_context(block->ptr));
+    }
+    history_.forget_segment(block->ptr);
     stats.num_device_free += 1;
     if (block->size >= AcceleratorAllocatorConfig::max_split_size()) {
       stats.oversize_segments.decrease(1);
@@ -564,6 +679,9 @@ class DeviceCache {
   BlockPool large_{false};
   std::deque<std::pair<std::unique_ptr<c10::Event>, Block*>> pending_;
   uint64_t cache_clock_ = 0;
+  // Every segment by its base address, as its first block (for snapshots).
+  std::map<size_t, Block*> segments_;
+  DeviceMemoryHistory history_;
   double memory_fraction_ = 1.0;
   size_t allowed_bytes_ = std::numeric_limits<size_t>::max();
 };
@@ -660,6 +778,21 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   double memory_fraction(DeviceIndex device) {
     return cache(device).memory_fraction();
+  }
+
+  void record_history(const HistoryOptions& options) {
+    set_history_gathering(options);
+    for (DeviceIndex i = 0; i < device_count(); ++i) {
+      cache(i).record_history(options);
+    }
+  }
+
+  MemorySnapshot snapshot() {
+    MemorySnapshot result;
+    for (DeviceIndex i = 0; i < device_count(); ++i) {
+      result.device_traces.push_back(cache(i).snapshot(result.segments));
+    }
+    return result;
   }
 
   void* raw_alloc(size_t nbytes, c10::Stream stream) {
@@ -792,6 +925,14 @@ double getMemoryFraction(c10::DeviceIndex device) {
 
 void* raw_alloc(size_t nbytes, c10::Stream stream) {
   return g_allocator.raw_alloc(nbytes, stream);
+}
+
+void recordMemoryHistory(const HistoryOptions& options) {
+  g_allocator.record_history(options);
+}
+
+MemorySnapshot memorySnapshot() {
+  return g_allocator.snapshot();
 }
 
 void raw_free(void* ptr) {

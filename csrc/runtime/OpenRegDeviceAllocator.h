@@ -1,6 +1,10 @@
 #pragma once
 
+#include <vector>
+
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include "runtime/OpenRegMemoryHistory.h"
 
 namespace c10::openreg {
 
@@ -19,5 +23,17 @@ double getMemoryFraction(c10::DeviceIndex device);
 // release; raw_free raises for an address the cache did not hand out.
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_free(void* ptr);
+
+// torch.openreg.memory._record_memory_history: starts, changes or stops
+// recording on every device.
+void recordMemoryHistory(const HistoryOptions& options);
+
+// The allocator's state on every device: its segments (address order, device
+// by device) with their blocks, and each device's recorded history.
+struct MemorySnapshot {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;
+  std::vector<std::vector<TraceEntry>> device_traces;
+};
+MemorySnapshot memorySnapshot();
 
 } // namespace c10::openreg

@@ -25,6 +25,7 @@ from .memory import (
     memory_allocated,
     memory_cached,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
     memory_stats_as_nested_dict,
     memory_summary,
