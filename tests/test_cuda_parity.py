@@ -5,7 +5,9 @@ import ctypes
 import os
 import pathlib
 import re
+import threading
 import uuid
+import warnings
 
 import pytest
 import torch
@@ -47,6 +49,9 @@ def _check_table(table, cuda_names, openreg_module):
         status, notes = table[name]
         assert status in STATUSES, (name, status)
         if status == "implemented":
+            # A device-named class has an openreg-named counterpart: "as `OpenRegGraph`, ...".
+            counterpart = re.match(r"as `([A-Za-z_0-9]+)`", notes)
+            name = counterpart.group(1) if counterpart else name
             assert hasattr(openreg_module, name), f"{name} is marked implemented but missing from openreg"
         else:
             assert notes, f"{name} is {status} without a reason"
@@ -363,3 +368,224 @@ def test_default_generators_empty_until_initialized():
         print("same=%s" % (torch.openreg.default_generators[0] is torch.openreg.default_generators[0]))
     """))
     assert parse_key_values(out) == {"before": "0", "after": "2", "same": "True"}
+
+
+# --------------------------------------------------------------------------
+# Memory pools and the caching switch
+# --------------------------------------------------------------------------
+
+def _pool_segments(pool):
+    return [s for s in torch.openreg.memory_snapshot() if s["segment_pool_id"] == pool.id]
+
+
+def test_mem_pool_routes_allocations_and_releases_memory(default_streams):
+    torch.openreg.empty_cache()
+    reserved = torch.openreg.memory_reserved(0)
+    pool = torch.openreg.MemPool()
+    assert pool.id[0] == 0 and pool.id[1] > 0 and pool.use_count() == 1
+    outside_before = torch.ones(10, device="openreg:0")
+    with torch.openreg.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        small = torch.ones(1000, device="openreg:0")
+        large = torch.ones(3 << 20, device="openreg:0")
+        cpu = make_cpu(1000)
+        copied = cpu.to("openreg:0")
+    assert pool.use_count() == 1
+    outside_after = torch.ones(1000, device="openreg:0")
+    assert_same(copied, cpu)
+    segments = _pool_segments(pool)
+    addresses = {b["address"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated"}
+    assert {small.data_ptr(), large.data_ptr(), copied.data_ptr()} <= addresses
+    assert outside_before.data_ptr() not in addresses and outside_after.data_ptr() not in addresses
+    assert pool.snapshot() == segments
+    assert torch.openreg.memory_snapshot(pool.id) == segments
+    # A freed pool block serves only the pool: the same request outside gets another block.
+    address = small.data_ptr()
+    del small
+    again = torch.ones(1000, device="openreg:0")
+    assert again.data_ptr() != address
+    pool_bytes = sum(s["total_size"] for s in segments)
+    assert torch.openreg.memory_reserved(0) >= reserved + pool_bytes
+    del pool  # the pool's memory goes once its tensors are freed too
+    assert torch.openreg.memory_reserved(0) >= reserved + pool_bytes - (2 << 20)
+    del large, copied
+    assert not [s for s in torch.openreg.memory_snapshot() if s["segment_pool_id"] != (0, 0)]
+    del outside_before, outside_after, again
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved(0) == reserved
+
+
+def test_mem_pool_is_per_thread_and_nests():
+    first, second = torch.openreg.MemPool(), torch.openreg.MemPool()
+    seen = {}
+
+    def other_thread():
+        seen["tensor"] = torch.ones(10, device="openreg:0")
+
+    with torch.openreg.use_mem_pool(first):
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        with torch.openreg.use_mem_pool(second):
+            inner = torch.ones(10, device="openreg:0")
+        outer = torch.ones(10, device="openreg:0")
+    pools = {b["address"]: s["segment_pool_id"] for s in torch.openreg.memory_snapshot() for b in s["blocks"]}
+    assert pools[inner.data_ptr()] == second.id
+    assert pools[outer.data_ptr()] == first.id
+    assert pools[seen["tensor"].data_ptr()] == (0, 0)
+
+
+def test_mem_pool_no_split_gives_each_allocation_a_segment():
+    pool = torch.openreg.MemPool(no_split=True)
+    with torch.openreg.use_mem_pool(pool):
+        tensors = [torch.ones(10, device="openreg:0") for _ in range(3)]
+    assert len(_pool_segments(pool)) == 3
+    del tensors
+
+
+def test_mem_pool_bad_input():
+    with pytest.raises(NotImplementedError, match="pluggable allocators"):
+        torch.openreg.MemPool(allocator=object())
+    with pytest.raises(NotImplementedError, match="use_on_oom"):
+        torch.openreg.MemPool(use_on_oom=True)
+    with pytest.raises(TypeError, match="MemPool"):
+        with torch.openreg.use_mem_pool((0, 1)):
+            pass
+    with pytest.raises(RuntimeError, match="Invalid openreg device index 4"):
+        with torch.openreg.use_mem_pool(torch.openreg.MemPool(), device=4):
+            pass
+
+
+def test_caching_allocator_enable():
+    keep = torch.ones(10, device="openreg:0")
+    with torch.openreg.caching_allocator_disabled():
+        assert torch.openreg.memory_reserved(0) == torch.openreg.memory.memory_reserved(0)
+        reserved = torch.openreg.memory_reserved(0)
+        big = torch.ones(3 << 20, device="openreg:0")
+        assert torch.openreg.memory_reserved(0) > reserved
+        del big
+        assert torch.openreg.memory_reserved(0) == reserved  # returned at once
+    big = torch.ones(3 << 20, device="openreg:0")
+    cached = torch.openreg.memory_reserved(0)
+    del big
+    assert torch.openreg.memory_reserved(0) == cached  # cached again
+    torch.openreg.caching_allocator_enable(True)
+    del keep
+
+
+# --------------------------------------------------------------------------
+# Sync debug mode
+# --------------------------------------------------------------------------
+
+@pytest.fixture
+def sync_debug_mode():
+    yield torch.openreg.set_sync_debug_mode
+    torch.openreg.set_sync_debug_mode(0)
+
+
+def test_sync_debug_mode_warns_on_synchronizing_calls(sync_debug_mode):
+    x = make_cpu(8).to(DEVICE)
+    assert torch.openreg.get_sync_debug_mode() == 0
+    sync_debug_mode("warn")
+    assert torch.openreg.get_sync_debug_mode() == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = (x * 2 + 1).relu()                        # device work: no warning
+        torch.ones(4).to(DEVICE)                      # host to device: no warning
+        pinned = torch.empty(8, pin_memory=True)
+        pinned.copy_(x, non_blocking=True)            # asynchronous: no warning
+    for call, what in [(lambda: x.sum().item(), "_local_scalar_dense"),
+                       (lambda: y.cpu(), "copy from openreg to the CPU"),
+                       (lambda: torch.nonzero(x), "aten::nonzero"),
+                       (lambda: x.masked_select(x > 0), "aten::masked_select"),
+                       (lambda: torch.openreg.synchronize(), "device synchronize"),
+                       (lambda: torch.openreg.current_stream().synchronize(), "stream synchronize")]:
+        with pytest.warns(UserWarning, match=f"called a synchronizing openreg operation: .*{what}"):
+            call()
+    sync_debug_mode(0)
+    assert_same(y, (x.cpu() * 2 + 1).relu())
+
+
+def test_sync_debug_mode_error_and_bad_input(sync_debug_mode):
+    x = torch.ones(3, device=DEVICE)
+    sync_debug_mode("error")
+    assert torch.openreg.get_sync_debug_mode() == 2
+    with pytest.raises(RuntimeError, match="called a synchronizing openreg operation"):
+        x.cpu()
+    with pytest.raises(RuntimeError, match="called a synchronizing openreg operation"):
+        x[0].item()
+    sync_debug_mode("default")
+    assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(RuntimeError, match="expected one of `default`, `warn`, `error`"):
+        sync_debug_mode("loud")
+    with pytest.raises(RuntimeError, match="expected one of 0,1,2"):
+        sync_debug_mode(3)
+
+
+# --------------------------------------------------------------------------
+# Graphs
+# --------------------------------------------------------------------------
+
+def test_openreg_graph_and_graph_context():
+    x_cpu = make_cpu(16, seed=70)
+    x = x_cpu.to(DEVICE)
+    g = torch.openreg.OpenRegGraph()
+    assert isinstance(g, torch.accelerator.Graph)
+    assert not torch.openreg.is_current_stream_capturing()
+    with torch.openreg.graph(g):
+        assert torch.openreg.is_current_stream_capturing()
+        assert torch.openreg.current_stream() != torch.openreg.default_stream()
+        y = torch.sin(x) * 2
+    assert not torch.openreg.is_current_stream_capturing()
+    for seed in (71, 72):
+        new = make_cpu(16, seed=seed)
+        x.copy_(new.to(DEVICE))
+        g.replay()
+        torch.openreg.synchronize()
+        assert_same(y, torch.sin(new) * 2)
+    handle = torch.openreg.graph_pool_handle()
+    assert handle[0] == 0 and handle != torch.openreg.graph_pool_handle()
+    shared = torch.openreg.OpenRegGraph()
+    side = torch.openreg.Stream()
+    with torch.openreg.graph(shared, pool=handle, stream=side):
+        assert torch.openreg.current_stream() == side
+        z = x + 1
+    assert shared.pool() == handle
+    shared.replay()
+    assert_same(z, x.cpu() + 1)
+    with pytest.raises(RuntimeError, match="stream"):
+        torch.openreg.OpenRegGraph().capture_begin()  # the default stream cannot capture
+
+
+@pytest.mark.filterwarnings("ignore:The AccumulateGrad node's stream")
+def test_make_graphed_callables_matches_cpu():
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    model.load_state_dict(cpu_model.state_dict())
+    model.to(DEVICE)
+    scale = lambda a, b: a * b.sigmoid()  # noqa: E731
+    sample = torch.zeros(4, 6, device=DEVICE, requires_grad=True)
+    graphed_model, graphed_scale = torch.openreg.make_graphed_callables(
+        (model, scale), ((sample,), (torch.zeros(4, 3, device=DEVICE, requires_grad=True),
+                                     torch.zeros(4, 3, device=DEVICE)))
+    )
+    assert graphed_model is model
+    for seed in (80, 81):
+        data, weight = make_cpu((4, 6), seed=seed), make_cpu((4, 3), seed=seed + 10)
+        x_cpu, x = data.clone().requires_grad_(), data.to(DEVICE).requires_grad_()
+        out_cpu = scale(cpu_model(x_cpu), weight)
+        out = graphed_scale(graphed_model(x), weight.to(DEVICE))
+        out_cpu.square().sum().backward()
+        out.square().sum().backward()
+        assert_same(out, out_cpu.detach())
+        assert_same(x.grad, x_cpu.grad)
+        for p_cpu, p in zip(cpu_model.parameters(), model.parameters()):
+            assert_same(p.grad, p_cpu.grad)
+        cpu_model.zero_grad()
+        model.zero_grad()
+    model.eval()  # graphed in training mode: eval runs eagerly
+    with torch.no_grad():
+        assert_same(model(torch.ones(2, 6, device=DEVICE)), cpu_model.eval()(torch.ones(2, 6)))
+    with pytest.raises(TypeError, match="only tensors"):
+        torch.openreg.make_graphed_callables(scale, (sample, 2.0))

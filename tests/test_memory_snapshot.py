@@ -3,6 +3,7 @@ _snapshot, _dump_snapshot and memory_snapshot produce torch.cuda's snapshot
 format, which PyTorch's own visualizer (torch.cuda._memory_viz) reads."""
 import base64
 import ctypes
+import gc
 import json
 import pickle
 import subprocess
@@ -34,6 +35,7 @@ memory = torch.openreg.memory
 @pytest.fixture
 def history():
     """Records with Python stacks from a clean history; stops afterwards."""
+    gc.collect()  # frees of earlier tests' garbage stay out of the history
     memory._record_memory_history("all", stacks="python", clear_history=True)
     yield
     memory._record_memory_history(None)
@@ -52,7 +54,15 @@ def test_snapshot_has_torch_cuda_format(history):
     keep.append(torch.ones(100, device="openreg:1"))
     side = torch.ones(100, device="openreg:0")
     del side
-    snapshot = memory._snapshot()
+    # Nothing may be freed between the snapshot and the statistics it is compared with.
+    gc.collect()
+    gc.disable()
+    try:
+        snapshot = memory._snapshot()
+        stats = [(torch.openreg.memory_reserved(i), torch.openreg.memory_allocated(i))
+                 for i in range(torch.openreg.device_count())]
+    finally:
+        gc.enable()
     assert set(snapshot) == SNAPSHOT_KEYS
     assert len(snapshot["device_traces"]) == torch.openreg.device_count()
     for segment in snapshot["segments"]:
@@ -75,8 +85,7 @@ def test_snapshot_has_torch_cuda_format(history):
         assert segment["requested_size"] == sum(b["requested_size"] for b in allocated)
     for index in range(torch.openreg.device_count()):
         segments = [s for s in snapshot["segments"] if s["device"] == index]
-        assert sum(s["total_size"] for s in segments) == torch.openreg.memory_reserved(index)
-        assert sum(s["allocated_size"] for s in segments) == torch.openreg.memory_allocated(index)
+        assert (sum(s["total_size"] for s in segments), sum(s["allocated_size"] for s in segments)) == stats[index]
         for entry in _entries(snapshot, index):
             assert set(entry) == TRACE_KEYS
             assert entry["action"] in ACTIONS
@@ -316,8 +325,7 @@ def test_bad_input():
         memory._snapshot("cpu")
     with pytest.raises(NotImplementedError, match="compile contexts"):
         memory._record_memory_history("all", compile_context=True)
-    with pytest.raises(ValueError, match="no memory pool"):
-        torch.openreg.memory_snapshot(mempool_id=(3, 4))
+    assert torch.openreg.memory_snapshot(mempool_id=(3, 4)) == []  # no such pool, as on CUDA
     # None of these started recording.
     assert all(trace == [] for trace in memory._snapshot()["device_traces"])
 

@@ -12,6 +12,7 @@
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
+#include "runtime/OpenRegSyncDebug.h"
 
 namespace at::openreg {
 namespace {
@@ -65,6 +66,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     // A ZeroTensor (autograd's efficient zero gradients) has no memory.
     dst.zero_();
     return dst;
+  }
+  if (dst.is_cpu() && c10::openreg::sync_debug_enabled() && !(non_blocking && can_copy_async(self, dst))) {
+    c10::openreg::warn_or_error_on_sync("a copy from openreg to the CPU");
   }
   const c10::Device device = dst.is_privateuseone() ? dst.device() : self.device();
   c10::openreg::OpenRegGuard guard(device);

@@ -33,6 +33,7 @@
 #include "aten/IValueTensors.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
+#include "runtime/OpenRegSyncDebug.h"
 #include "runtime/Options.h"
 
 namespace at::openreg {
@@ -95,6 +96,9 @@ struct OpPolicy {
   // Per argument: the operator writes it (out=, in-place self), so it must be
   // on the device even as a 0-dim tensor.
   std::vector<bool> written_arguments;
+  // The result's size depends on the input's values, which a real device
+  // must send to the host first (sync debug mode reports it).
+  bool synchronizes = false;
 };
 
 const OpPolicy& policy_for(const c10::OperatorHandle& op) {
@@ -122,6 +126,9 @@ const OpPolicy& policy_for(const c10::OperatorHandle& op) {
     policy.written_arguments.push_back(alias != nullptr && alias->isWrite());
   }
   const std::string_view base = schema.operator_name().name;
+  policy.synchronizes = base == "aten::nonzero" || base == "aten::masked_select" || base == "aten::_unique" ||
+      base == "aten::_unique2" || base == "aten::unique_dim" || base == "aten::unique_consecutive" ||
+      base == "aten::unique_dim_consecutive" || base == "aten::repeat_interleave";
   if (base == "aten::index" || base == "aten::index_put" || base == "aten::index_put_" ||
       base == "aten::_index_put_impl_" || base == "aten::_unsafe_index" ||
       base == "aten::_unsafe_index_put") {
@@ -156,6 +163,9 @@ void count_call(const OpPolicy& policy) {
 void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey host_key) {
   const OpPolicy& policy = policy_for(op);
   check_enabled(policy);
+  if (policy.synchronizes) {
+    c10::openreg::warn_or_error_on_sync(policy.name.c_str());
+  }
   if (host_key == c10::DispatchKey::CPU) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         policy.has_cpu_kernel,

@@ -18,6 +18,7 @@
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
+#include "runtime/OpenRegSyncDebug.h"
 
 namespace at::openreg {
 namespace {
@@ -153,6 +154,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
       self.numel() > 0,
       "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(), " has no value to read");
   c10::openreg::check_tensor_in_storage(self, "aten::_local_scalar_dense");
+  c10::openreg::warn_or_error_on_sync("aten::_local_scalar_dense (item())");
   // No device guard: the stream names its device, and so does the pointer.
   c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
   alignas(16) unsigned char bytes[16];

@@ -11,7 +11,6 @@
 // into the tensor that capture returned, so the graph's outputs update in
 // place, as CUDA graph outputs do. The graph keeps its tensors alive until
 // reset(), which plays the part of a private memory pool.
-#include <atomic>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "graph/StreamCapture.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGuard.h"
+#include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
@@ -42,7 +42,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
         "`with torch.openreg.stream(torch.openreg.Stream()), graph:`");
     stream.synchronize();
     stream_ = stream.unwrap();
-    pool_ = pool.first != 0 || pool.second != 0 ? pool : c10::MempoolId_t{0, next_pool_id()};
+    pool_ = pool.first != 0 || pool.second != 0 ? pool : new_mempool_id(/*user_created=*/false);
     capture_ = std::make_unique<StreamCapture>(stream_);
   }
 
@@ -100,11 +100,6 @@ class OpenRegGraph final : public at::GraphImplInterface {
   }
 
  private:
-  static uint64_t next_pool_id() {
-    static std::atomic<uint64_t> next{1};
-    return next++;
-  }
-
   // Writes a replayed result into the tensor capture returned, unless the
   // operator returned that very tensor (in-place and out= calls).
   static void write_into(const c10::IValue& captured, const c10::IValue& fresh) {

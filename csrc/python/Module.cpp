@@ -16,7 +16,9 @@
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegHostAllocator.h"
+#include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegStream.h"
+#include "runtime/OpenRegSyncDebug.h"
 #include "runtime/OpenRegTensorMeta.h"
 #include "runtime/Options.h"
 
@@ -65,7 +67,10 @@ BINDING(py_device_count, (), {
 BINDING(py_current_device, (), return static_cast<int>(current_device());)
 BINDING(py_set_device, (int index), set_device(to_index(index));)
 BINDING(py_exchange_device, (int index), return static_cast<int>(maybe_exchange_device(to_index(index)));)
-BINDING(py_synchronize, (int index), synchronize_device(to_index(index));)
+BINDING(py_synchronize, (int index), {
+  warn_or_error_on_sync("device synchronize");
+  synchronize_device(to_index(index));
+})
 // The device's default generator as a torch.Generator (the same object each
 // time, as torch.cuda.default_generators holds).
 BINDING(py_default_generator, (int index),
@@ -167,6 +172,28 @@ BINDING(py_record_memory_history,
         (std::optional<std::string> enabled, std::optional<std::string> context, const std::string& stacks,
          int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions),
         recordMemoryHistory(parse_history_options(enabled, context, stacks, max_entries, clear_history, skip_actions));)
+// Memory pools: a MemPool retains its pool on its device while it lives; a
+// use_mem_pool context retains it too and routes this thread's allocations.
+BINDING(py_mempool_new_id, (bool user_created), return new_mempool_id(user_created);)
+BINDING(py_mempool_retain, (int device, c10::MempoolId_t id, bool no_split),
+        retainMemPool(to_index(device), id, no_split);)
+BINDING(py_mempool_release, (int device, c10::MempoolId_t id), releaseMemPool(to_index(device), id);)
+BINDING(py_mempool_use_count, (int device, c10::MempoolId_t id), return memPoolUseCount(to_index(device), id);)
+BINDING(py_mempool_begin, (int device, c10::MempoolId_t id), {
+  retainMemPool(to_index(device), id, false);
+  begin_allocate_to_pool(to_index(device), id);
+})
+BINDING(py_mempool_end, (int device, c10::MempoolId_t id), {
+  end_allocate_to_pool(to_index(device), id);
+  releaseMemPool(to_index(device), id);
+})
+BINDING(py_is_current_stream_capturing, (), return stream_is_capturing(getCurrentOpenRegStream().unwrap());)
+BINDING(py_set_sync_debug_mode, (int mode), {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0,1,2");
+  set_sync_debug_mode(static_cast<SyncDebugMode>(mode));
+})
+BINDING(py_get_sync_debug_mode, (), return static_cast<int>(get_sync_debug_mode());)
+BINDING(py_set_caching_enabled, (bool enabled), setCachingEnabled(enabled);)
 BINDING(py_check_device_index, (int index), check_device_index(to_index(index));)
 BINDING(py_memory_snapshot, (bool include_traces), return memory_snapshot_dict(include_traces);)
 
@@ -203,4 +230,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_record_memory_history", &py_record_memory_history);
   m.def("_memory_snapshot", &py_memory_snapshot);
   m.def("_check_device_index", &py_check_device_index);
+  m.def("_set_caching_enabled", &py_set_caching_enabled);
+  m.def("_caching_enabled", [] { return cachingEnabled(); });
+  m.def("_set_sync_debug_mode", &py_set_sync_debug_mode);
+  m.def("_get_sync_debug_mode", &py_get_sync_debug_mode);
+  m.def("_mempool_new_id", &py_mempool_new_id);
+  m.def("_mempool_retain", &py_mempool_retain);
+  m.def("_mempool_release", &py_mempool_release);
+  m.def("_mempool_use_count", &py_mempool_use_count);
+  m.def("_mempool_begin", &py_mempool_begin);
+  m.def("_mempool_end", &py_mempool_end);
+  m.def("_is_current_stream_capturing", &py_is_current_stream_capturing);
 }

@@ -26,6 +26,11 @@
 // of the allowed memory). expandable_segments:True is refused: the runtime
 // cannot grow a mapping in place.
 //
+// Private pools (MemPool, use_mem_pool): a pool has its own small and large
+// block pools on a device, so its blocks serve only its allocations; once
+// released (its MemPool and every use of it gone), its cached segments return
+// to the runtime, and so does each further segment as its last block is freed.
+//
 // set_per_process_memory_fraction caps the memory reserved on a device;
 // allocating past it raises torch.OutOfMemoryError, as on CUDA.
 //
@@ -37,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -55,6 +61,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
 #include "runtime/OpenRegStream.h"
 
@@ -76,6 +83,9 @@ constexpr size_t kSmallBuffer = 2 << 20;
 constexpr size_t kMinLargeAlloc = 10 << 20;
 constexpr size_t kLargeBuffer = 20 << 20;
 constexpr size_t kRoundLarge = 2 << 20;
+
+// torch.openreg.caching_allocator_enable(False): freed memory is not kept.
+std::atomic<bool> g_caching_enabled{true};
 
 std::string format_bytes(size_t bytes) {
   std::ostringstream os;
@@ -169,10 +179,24 @@ struct BlockOrder {
   }
 };
 
+struct PrivatePool;
+
 struct BlockPool {
-  explicit BlockPool(bool small) : is_small(small) {}
+  explicit BlockPool(bool small, PrivatePool* owner = nullptr) : is_small(small), owner(owner) {}
   std::set<Block*, BlockOrder> blocks;
   const bool is_small;
+  PrivatePool* const owner;  // nullptr for the device's default pool
+};
+
+// The blocks of one memory pool on one device.
+struct PrivatePool {
+  PrivatePool(c10::MempoolId_t id, bool no_split) : id(id), no_split(no_split) {}
+  const c10::MempoolId_t id;
+  const bool no_split;  // MemPool(no_split=True): a segment serves one allocation
+  BlockPool small{true, this};
+  BlockPool large{false, this};
+  int use_count = 0;    // MemPool objects and active use_mem_pool contexts
+  size_t segments = 0;  // held from the runtime
 };
 
 // The cache of one device. Every member is guarded by `mutex`.
@@ -186,7 +210,7 @@ class DeviceCache {
     std::lock_guard<std::mutex> lock(mutex);
     process_events();
     const size_t size = round_size(requested);
-    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    BlockPool& pool = select_pool(size);
     const size_t max_split_size = AcceleratorAllocatorConfig::max_split_size();
     Block* block = take_cached(pool, size, stream, max_split_size);
     if (block == nullptr) {
@@ -268,12 +292,55 @@ class DeviceCache {
     }
   }
 
-  // Returns every cached segment that no live block uses to the runtime.
-  void empty_cache() {
+  // Returns every cached segment of the default pool (or of pool `id`) that
+  // no live block uses to the runtime.
+  void empty_cache(c10::MempoolId_t id) {
     std::lock_guard<std::mutex> lock(mutex);
     synchronize_pending();
-    release_cached(small_);
-    release_cached(large_);
+    if (id == c10::MempoolId_t{0, 0}) {
+      release_cached(small_);
+      release_cached(large_);
+      return;
+    }
+    auto it = private_pools_.find(id);
+    if (it != private_pools_.end()) {
+      release_cached(it->second->small);
+      release_cached(it->second->large);
+      drop_released_pools();
+    }
+  }
+
+  // A MemPool (or a use of one) starts holding pool `id` on this device.
+  void retain_pool(c10::MempoolId_t id, bool no_split) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& pool = private_pools_[id];
+    if (pool == nullptr) {
+      pool = std::make_unique<PrivatePool>(id, no_split);
+    }
+    pool->use_count += 1;
+  }
+
+  // The last holder gone, the pool's cached segments return to the runtime;
+  // segments still in use follow as their blocks are freed.
+  void release_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = private_pools_.find(id);
+    TORCH_CHECK(
+        it != private_pools_.end() && it->second->use_count > 0, "openreg: memory pool (", id.first, ", ",
+        id.second, ") is not held on openreg:", static_cast<int>(device_));
+    PrivatePool& pool = *it->second;
+    if (--pool.use_count == 0) {
+      synchronize_pending();
+      release_cached(pool.small);
+      release_cached(pool.large);
+      drop_released_pools();
+    }
+  }
+
+  int pool_use_count(c10::MempoolId_t id) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = private_pools_.find(id);
+    return it == private_pools_.end() ? 0 : it->second->use_count;
   }
 
   // Caps reserved memory at `fraction` of the device's capacity.
@@ -305,6 +372,9 @@ class DeviceCache {
       segment.address = base;
       segment.stream = stream_handle(head->stream);
       segment.is_large = !head->pool->is_small;
+      if (head->pool->owner != nullptr) {
+        segment.owner_private_pool_id = head->pool->owner->id;
+      }
       segment.context_when_allocated = history_.segment_context(head->ptr);
       for (const Block* block = head; block != nullptr; block = block->next) {
         BlockInfo& info = segment.blocks.emplace_back();
@@ -362,6 +432,9 @@ class DeviceCache {
   // Requests of max_split_size or more are never split, so that large
   // blocks are not fragmented by small requests.
   static bool should_split(const Block& block, size_t size, size_t max_split_size) {
+    if (block.pool->owner != nullptr && block.pool->owner->no_split) {
+      return false;
+    }
     const size_t remaining = block.size - size;
     return block.pool->is_small ? remaining >= kMinBlockSize : size < max_split_size && remaining > kSmallSize;
   }
@@ -384,6 +457,24 @@ class DeviceCache {
     }
     pool_erase(block);
     return block;
+  }
+
+  // The pool this thread allocates from (use_mem_pool), else the default.
+  BlockPool& select_pool(size_t size) {
+    const bool small = size <= kSmallSize;
+    if (const std::optional<c10::MempoolId_t> id = pool_for_current_thread(device_)) {
+      auto it = private_pools_.find(*id);
+      TORCH_INTERNAL_ASSERT(it != private_pools_.end(), "openreg: allocating to a memory pool nobody holds");
+      return small ? it->second->small : it->second->large;
+    }
+    return small ? small_ : large_;
+  }
+
+  // Forgets released pools that no longer hold memory.
+  void drop_released_pools() {
+    std::erase_if(private_pools_, [](const auto& entry) {
+      return entry.second->use_count == 0 && entry.second->segments == 0;
+    });
   }
 
   static size_t address(const Block* block) {
@@ -440,6 +531,9 @@ class DeviceCache {
     });
     auto* segment = new Block(ptr, bytes, stream, &pool);
     segments_.emplace(address(segment), segment);
+    if (pool.owner != nullptr) {
+      pool.owner->segments += 1;
+    }
     if (history_.recording()) {
       history_.record(TraceEntry::SEGMENT_ALLOC, device_, address(segment), bytes, stream_handle(stream), context);
       history_.set_segment_context(ptr, context);
@@ -575,6 +669,15 @@ class DeviceCache {
       stats.active[t].decrease(1);
       stats.active_bytes[t].decrease(original_size);
     });
+    // The last block of a segment that is not to be cached (caching disabled,
+    // or a released pool's): the segment goes too.
+    const bool keep = g_caching_enabled.load(std::memory_order_relaxed) &&
+        (pool.owner == nullptr || pool.owner->use_count > 0);
+    if (!keep && !block->is_split()) {
+      pool_erase(block);
+      release_segment(block);
+      drop_released_pools();
+    }
   }
 
   void release_cached(BlockPool& pool) {
@@ -603,6 +706,9 @@ class DeviceCache {
           history_.segment_context(block->ptr));
     }
     history_.forget_segment(block->ptr);
+    if (block->pool->owner != nullptr) {
+      block->pool->owner->segments -= 1;
+    }
     stats.num_device_free += 1;
     if (block->size >= AcceleratorAllocatorConfig::max_split_size()) {
       stats.oversize_segments.decrease(1);
@@ -681,6 +787,7 @@ class DeviceCache {
   uint64_t cache_clock_ = 0;
   // Every segment by its base address, as its first block (for snapshots).
   std::map<size_t, Block*> segments_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
   DeviceMemoryHistory history_;
   double memory_fraction_ = 1.0;
   size_t allowed_bytes_ = std::numeric_limits<size_t>::max();
@@ -722,10 +829,22 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     return true;
   }
 
-  void emptyCache(MempoolId_t /*mempool_id*/) override {
+  void emptyCache(MempoolId_t mempool_id) override {
     for (DeviceIndex i = 0; i < device_count(); ++i) {
-      cache(i).empty_cache();
+      cache(i).empty_cache(mempool_id);
     }
+  }
+
+  void retain_pool(DeviceIndex device, c10::MempoolId_t id, bool no_split) {
+    cache(device).retain_pool(id, no_split);
+  }
+
+  void release_pool(DeviceIndex device, c10::MempoolId_t id) {
+    cache(device).release_pool(id);
+  }
+
+  int pool_use_count(DeviceIndex device, c10::MempoolId_t id) {
+    return cache(device).pool_use_count(id);
   }
 
   void recordStream(const DataPtr& data, c10::Stream stream) override {
@@ -927,12 +1046,35 @@ void* raw_alloc(size_t nbytes, c10::Stream stream) {
   return g_allocator.raw_alloc(nbytes, stream);
 }
 
+void setCachingEnabled(bool enabled) {
+  g_caching_enabled.store(enabled, std::memory_order_relaxed);
+  if (!enabled) {
+    g_allocator.emptyCache({0, 0});
+  }
+}
+
+bool cachingEnabled() {
+  return g_caching_enabled.load(std::memory_order_relaxed);
+}
+
 void recordMemoryHistory(const HistoryOptions& options) {
   g_allocator.record_history(options);
 }
 
 MemorySnapshot memorySnapshot() {
   return g_allocator.snapshot();
+}
+
+void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split) {
+  g_allocator.retain_pool(device, id, no_split);
+}
+
+void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  g_allocator.release_pool(device, id);
+}
+
+int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return g_allocator.pool_use_count(device, id);
 }
 
 void raw_free(void* ptr) {

@@ -24,6 +24,11 @@ double getMemoryFraction(c10::DeviceIndex device);
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_free(void* ptr);
 
+// torch.openreg.caching_allocator_enable: while disabled, memory freed by
+// tensors returns to the runtime at once (disabling empties the cache).
+void setCachingEnabled(bool enabled);
+bool cachingEnabled();
+
 // torch.openreg.memory._record_memory_history: starts, changes or stops
 // recording on every device.
 void recordMemoryHistory(const HistoryOptions& options);
@@ -35,5 +40,13 @@ struct MemorySnapshot {
   std::vector<std::vector<TraceEntry>> device_traces;
 };
 MemorySnapshot memorySnapshot();
+
+// Private pools (OpenRegMemPool.h): a holder (a MemPool, a use_mem_pool
+// context) retains pool `id` on `device`, creating it on first use; when the
+// last holder releases it, its memory returns to the runtime as soon as its
+// blocks are free.
+void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split);
+void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id);
+int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
 } // namespace c10::openreg

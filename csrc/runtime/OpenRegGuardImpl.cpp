@@ -5,6 +5,7 @@
 
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegEvent.h"
+#include "runtime/OpenRegSyncDebug.h"
 
 namespace c10::openreg::impl {
 
@@ -48,10 +49,12 @@ bool OpenRegGuardImpl::queryStream(const Stream& stream) const {
 }
 
 void OpenRegGuardImpl::synchronizeStream(const Stream& stream) const {
+  warn_or_error_on_sync("stream synchronize");
   OpenRegStream(stream).synchronize();
 }
 
 void OpenRegGuardImpl::synchronizeDevice(const DeviceIndex device_index) const {
+  warn_or_error_on_sync("device synchronize");
   synchronize_device(device_index);
 }
 

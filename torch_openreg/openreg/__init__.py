@@ -4,14 +4,18 @@ Public names are exactly ``__all__``; docs/cuda-parity.md maps every public
 name of ``torch.cuda`` to its openreg counterpart or says why there is none.
 """
 from .. import _C
-from . import amp, memory, random, streams
+from . import amp, graphs, memory, random, streams
 from ._device_properties import get_device_capability, get_device_name, get_device_properties
 from ._initialization import _is_in_bad_fork, _lazy_init, _run_when_initialized, init, is_initialized
 from .amp import get_amp_supported_dtype, is_bf16_supported
+from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from ._utils import _get_device_index
 from .memory import (
+    MemPool,
     caching_allocator_alloc,
     caching_allocator_delete,
+    caching_allocator_disabled,
+    caching_allocator_enable,
     empty_cache,
     empty_host_cache,
     get_allocator_backend,
@@ -36,6 +40,7 @@ from .memory import (
     reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from .random import (
     get_rng_state,
@@ -75,10 +80,14 @@ __all__ = [
     "is_tf32_supported",
     "set_device",
     "synchronize",
+    "get_sync_debug_mode",
+    "set_sync_debug_mode",
     # streams and events
     *streams.__all__,
     # memory
     *memory.__all__,
+    # graphs
+    *graphs.__all__,
     # random numbers
     *random.__all__,
     "default_generators",
@@ -90,6 +99,7 @@ __all__ = [
     "reset_fallback_stats",
     # submodules
     "amp",
+    "graphs",
     "memory",
     "random",
     "streams",
@@ -130,6 +140,27 @@ def synchronize(device=None) -> None:
     """Waits for all work queued on ``device`` (default: the current device)."""
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """Reports calls that make the host wait for the device, as
+    ``torch.cuda.set_sync_debug_mode``: ``"default"``/0 (off), ``"warn"``/1 (a
+    warning each time) or ``"error"``/2 (a RuntimeError). Reported: ``item()``
+    and other reads into host memory (``.cpu()``, synchronous copies to the
+    CPU), operators whose result size depends on device data (``nonzero``,
+    ``masked_select``, ``unique``, ``repeat_interleave``), and explicit
+    synchronization (``synchronize()``, ``Stream.synchronize()``)."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode set by ``set_sync_debug_mode``: 0 (off), 1 (warn) or 2 (error)."""
+    return _C._get_sync_debug_mode()
 
 
 def is_tf32_supported() -> bool:

@@ -7,6 +7,7 @@ arguments the way ``torch.cuda`` does. Host (pinned) memory statistics come
 from PyTorch's caching host allocator, which openreg's pinned memory uses.
 """
 import collections
+import contextlib
 import functools
 import inspect
 import pickle
@@ -21,8 +22,11 @@ from .. import _C
 from ._utils import _get_device_index
 
 __all__ = [
+    "MemPool",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "caching_allocator_disabled",
+    "caching_allocator_enable",
     "empty_cache",
     "empty_host_cache",
     "get_allocator_backend",
@@ -47,6 +51,7 @@ __all__ = [
     "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
 
 
@@ -167,6 +172,25 @@ def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Frees an address returned by ``caching_allocator_alloc``."""
     _C._caching_allocator_delete(mem_ptr)
+
+
+def caching_allocator_enable(value: bool = True) -> None:
+    """Turns the caching of freed device memory on (the default) or off, as
+    ``torch.cuda.caching_allocator_enable``. While off, memory a tensor frees
+    returns to the runtime at once (a segment as soon as none of its blocks is
+    in use); turning it off empties the cache."""
+    _C._set_caching_enabled(bool(value))
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """Disables the caching allocator inside the ``with`` block (``caching_allocator_enable``)."""
+    previous = _C._caching_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(previous)
 
 
 def get_allocator_backend() -> str:
@@ -413,10 +437,68 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_trace
 
 
 def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
-    """The segments of ``_snapshot()`` (every device's), as ``torch.cuda.memory_snapshot``."""
-    if mempool_id is not None and tuple(mempool_id) != (0, 0):
-        raise ValueError(f"memory_snapshot: openreg has no memory pool {tuple(mempool_id)}; only (0, 0), the default")
-    return _C._memory_snapshot(include_traces)["segments"]
+    """The segments of ``_snapshot()`` (every device's), as ``torch.cuda.memory_snapshot``;
+    with ``mempool_id``, only that pool's (``(0, 0)``: the default pool)."""
+    segments = _C._memory_snapshot(include_traces)["segments"]
+    if mempool_id is None:
+        return segments
+    pool = tuple(mempool_id)
+    return [segment for segment in segments if segment["segment_pool_id"] == pool]
+
+
+class MemPool:
+    """A private pool of the caching allocator, as ``torch.cuda.MemPool``.
+
+    Allocations inside ``use_mem_pool(pool)`` come from the pool's own blocks
+    (never from the default pool's, nor serve allocations outside it). The pool
+    lives on the device current when it is created; once it is deleted and no
+    ``use_mem_pool`` uses it, its memory returns to the runtime as soon as the
+    tensors allocated from it are freed. ``no_split=True`` gives every
+    allocation a segment of its own. ``allocator`` (a pluggable allocator) and
+    ``use_on_oom`` are not supported by openreg."""
+
+    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise NotImplementedError("openreg MemPool: pluggable allocators are not supported (allocator must be None)")
+        if use_on_oom:
+            raise NotImplementedError("openreg MemPool: use_on_oom=True is not supported")
+        self._id = _C._mempool_new_id(True)
+        self._device = torch.openreg.current_device()
+        _C._mempool_retain(self._device, self._id, bool(no_split))
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """The pool's id, as ``segment_pool_id`` shows it in snapshots."""
+        return self._id
+
+    def use_count(self) -> int:
+        """How many holders the pool has: this object plus each active ``use_mem_pool``."""
+        return _C._mempool_use_count(self._device, self._id)
+
+    def snapshot(self, include_traces: bool = True) -> list[dict[str, Any]]:
+        """The pool's segments (``memory_snapshot(self.id)``)."""
+        return memory_snapshot(self.id, include_traces=include_traces)
+
+    def __del__(self):
+        # Not at interpreter exit, when the extension may be gone already.
+        if getattr(self, "_id", None) is not None and not sys.is_finalizing():
+            _C._mempool_release(self._device, self._id)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device=None):
+    """Routes this thread's allocations on ``device`` (default: the current
+    device) to ``pool`` inside the ``with`` block, as ``torch.cuda.use_mem_pool``.
+    Other threads (such as autograd's) keep allocating from the default pool."""
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"use_mem_pool expects a torch.openreg.MemPool, got {type(pool).__name__}")
+    index = torch.openreg.current_device() if device is None else _index(device)
+    _C._check_device_index(index)
+    _C._mempool_begin(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._mempool_end(index, pool.id)
 
 
 def _route_accelerator_snapshot() -> None:
