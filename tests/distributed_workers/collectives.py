@@ -88,6 +88,35 @@ def main():
         return [t, future_value[0]]
     check("all_reduce async_op, get_future", all_reduce_async, gloo)
 
+    def after_stream_work(device, group):
+        # A non-blocking copy from pinned memory is queued on the current (side) stream; the collective
+        # must see what it writes, as NCCL's collective on that stream would.
+        source = values((1 << 16,), torch.float32, 40)
+        if device.type == "openreg":
+            source = source.pin_memory()
+            side = torch.openreg.Stream()
+            with torch.openreg.stream(side):
+                t = torch.empty_like(source, device=device)
+                t.copy_(source, non_blocking=True)
+                dist.all_reduce(t, group=group)
+            side.synchronize()
+        else:
+            t = source.clone()
+            dist.all_reduce(t, group=group)
+        return t
+    check("all_reduce after work queued on the current stream", after_stream_work, gloo)
+
+    def freed_while_running(device, group):
+        # The collective holds the memory it works on: dropping the tensor before wait() is safe.
+        t = values((1 << 18,), torch.float32, 41).to(device)
+        work = dist.all_reduce(t, async_op=True, group=group)
+        future = work.get_future()
+        del t
+        doubled = future.then(lambda f: f.value()[0] * 2).wait()
+        work.wait()
+        return doubled
+    check("async all_reduce, tensor dropped before wait, future continuation", freed_while_running, gloo)
+
     def strided(device, group):
         # A non-contiguous view: gloo requires dense tensors, on the CPU as here.
         base = values((4, 6), torch.float32, 4).to(device)

@@ -35,4 +35,6 @@ for style in (None, "orccl", "cpu:gloo,openreg:orccl"):
         all_reduce=t.cpu().tolist(),
         cpu_all_reduce=cpu_sum,
     )
+    # The group holds the store, whose server (rank 0) must be gone before the next init binds its port.
+    del group
     dist.destroy_process_group()
