@@ -39,7 +39,8 @@ def test_every_operation_matches_gloo_on_cpu():
                  "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
                  "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
                  "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream",
-        "async all_reduce, tensor dropped before wait, future continuation"):
+        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG raises as gloo does",
+        "all_reduce PREMUL_SUM raises as gloo does"):
         assert name in checked
     # The odd and the even ranks each ran their sub-group's check.
     assert "new_group [0, 2]" in ranks[0].result("checked") and "new_group [1, 3]" in ranks[1].result("checked")
@@ -49,7 +50,7 @@ def test_init_as_under_torchrun():
     ranks = run_ranks(WORKERS / "init_styles.py", 2)
     for r in ranks:
         styles = {result["style"]: result for result in r.results}
-        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl"}
+        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl", "device_id"}
         for style, result in styles.items():
             # Each rank binds openreg:LOCAL_RANK; orccl serves openreg and is the group's default backend.
             assert result["current_device"] == r.rank and result["device"] == f"openreg:{r.rank}", style
@@ -57,6 +58,7 @@ def test_init_as_under_torchrun():
             assert result["group_name"] == "custom", style
             assert result["all_reduce"] == [3.0] * 4, style
         assert styles["None"]["device_types"] == ["openreg"]
+        assert styles["device_id"]["backend"] == "orccl" and styles["device_id"]["bound_device"] == f"openreg:{r.rank}"
         assert styles["cpu:gloo,openreg:orccl"]["device_types"] == ["cpu", "openreg"]
         assert styles["cpu:gloo,openreg:orccl"]["cpu_all_reduce"] == [3.0, 3.0]
 

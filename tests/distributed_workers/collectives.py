@@ -77,6 +77,16 @@ def main():
             return t
         check(f"all_reduce {op}", bitwise, gloo)
 
+    # The reductions gloo lacks raise gloo's own error, on openreg as on the CPU.
+    for name, op in (("AVG", dist.ReduceOp.AVG), ("PREMUL_SUM", dist._make_nccl_premul_sum(2.0))):
+        def unsupported(device, group, op=op, name=name):
+            try:
+                dist.all_reduce(values((4,), torch.float32, 2).to(device), op, group=group)
+            except Exception as error:
+                return [type(error).__name__, f"Cannot use ReduceOp.{name} with Gloo" in str(error)]
+            return "no error"
+        check(f"all_reduce {name} raises as gloo does", unsupported, gloo)
+
     def all_reduce_async(device, group):
         t = values((1000,), torch.float32, 3).to(device)
         work = dist.all_reduce(t, async_op=True, group=group)
