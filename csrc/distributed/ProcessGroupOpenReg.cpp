@@ -275,8 +275,8 @@ class ProcessGroupOpenReg::Collective {
     }
     return *this;
   }
-  // Tensors whose shapes may differ across ranks (a root's lists, uneven
-  // all-to-all parts): only their dtype must agree.
+  // Tensors whose shapes may differ across ranks (all-to-all parts, which
+  // split sizes make uneven): only their dtype must agree.
   Collective& local(const at::Tensor& tensor) {
     check_.check_written(tensor);
     describe(tensor, false);
