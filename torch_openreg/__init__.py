@@ -56,3 +56,6 @@ if not _DEFERRED and _claim_privateuse1():
     _multiprocessing_reductions.register()
     _device_module.memory._route_accelerator_snapshot()
 
+    from . import _distributed
+
+    _distributed.register()

@@ -11,6 +11,7 @@
 
 #include "aten/Fallback.h"
 #include "python/MemorySnapshot.h"
+#include "distributed/ProcessGroupOpenRegPython.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -241,4 +242,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mempool_begin", &py_mempool_begin);
   m.def("_mempool_end", &py_mempool_end);
   m.def("_is_current_stream_capturing", &py_is_current_stream_capturing);
+  c10d::openreg::bind_process_group(m);
 }

@@ -1,0 +1,135 @@
+"""torch.distributed on openreg: the orccl backend (docs/distributed.md).
+
+Each test runs one multi-process job (tests/distributed_launcher.py) whose ranks report what they found;
+many operations are batched into one job, since starting processes and importing torch dominate the cost.
+"""
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from conftest import run_python
+from distributed_launcher import free_port, run_ranks
+
+WORKERS = Path(__file__).parent / "distributed_workers"
+
+
+def test_registered_for_openreg():
+    from torch_openreg._C import ProcessGroupOpenReg
+
+    assert "orccl" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["openreg"] == "orccl"
+    assert dist.Backend.backend_capability["orccl"] == ["openreg"]
+    assert dist.get_default_backend_for_device("openreg") == "orccl"
+    # A c10d Backend, as register_backend's creators must return.
+    assert issubclass(ProcessGroupOpenReg, torch._C._distributed_c10d.Backend)
+    assert ProcessGroupOpenReg.NAME == "orccl"
+
+
+
+def test_backend_checks_the_gloo_group_it_is_given():
+    from datetime import timedelta
+
+    from torch_openreg._C import ProcessGroupOpenReg
+
+    store = dist.HashStore()
+    gloo = dist.ProcessGroupGloo(store, 0, 1, timedelta(seconds=10))
+    with pytest.raises(ValueError, match="orccl: the gloo backend is rank 0 of 1, not rank 0 of 2"):
+        ProcessGroupOpenReg(store, gloo, 0, 2)
+    backend = ProcessGroupOpenReg(store, gloo, 0, 1)
+    assert backend.gloo is gloo and backend.name() == "orccl" and backend.size() == 1
+
+
+def test_bad_launch_settings_raise_clearly():
+    # A single-rank job: gloo options of the wrong type, then a local rank without a device.
+    result = run_python(
+        """
+        import torch, torch.distributed as dist
+        try:
+            dist.init_process_group("orccl", pg_options=object())
+        except TypeError as error:
+            print("OPTIONS:", error)
+        try:
+            dist.init_process_group()
+        except RuntimeError as error:
+            print("DEVICES:", error)
+        """,
+        RANK=0, LOCAL_RANK=5, WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
+        OPENREG_DEVICE_COUNT=2, GLOO_SOCKET_IFNAME="lo",
+    )
+    assert "DEVICES: orccl: this process is local rank 5 but only 2 openreg devices exist; set " \
+        "OPENREG_DEVICE_COUNT" in result.stdout, result.stdout + result.stderr
+    assert "OPTIONS: orccl: pg_options must be a torch.distributed.ProcessGroupGloo._Options, got object" \
+        in result.stdout, result.stdout + result.stderr
+
+
+def test_every_operation_matches_gloo_on_cpu():
+    ranks = run_ranks(WORKERS / "collectives.py", 4)
+    for r in ranks:
+        assert r.result("failures") == {}, f"rank {r.rank}"
+        assert r.result("backend") == "orccl"
+    checked = ranks[0].result("checked")
+    # Every ReduceOp gloo has for dense tensors, 7 dtypes, and every other operation.
+    assert len([c for c in checked if c.startswith("all_reduce RedOpType")]) == 4 * 7 + 3
+    for name in ("broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                 "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
+                 "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
+                 "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream",
+        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG raises as gloo does",
+        "all_reduce PREMUL_SUM raises as gloo does"):
+        assert name in checked
+    # The odd and the even ranks each ran their sub-group's check.
+    assert "new_group [0, 2]" in ranks[0].result("checked") and "new_group [1, 3]" in ranks[1].result("checked")
+
+
+def test_init_as_under_torchrun():
+    ranks = run_ranks(WORKERS / "init_styles.py", 2, args=[free_port() for _ in range(5)])
+    for r in ranks:
+        styles = {result["style"]: result for result in r.results}
+        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl", "device_id", "pg_options"}
+        assert styles["pg_options"]["gloo_threads"] == 1 and styles["orccl"]["gloo_threads"] == 2
+        for style, result in styles.items():
+            # Each rank binds openreg:LOCAL_RANK; orccl serves openreg and is the group's default backend.
+            assert result["current_device"] == r.rank and result["device"] == f"openreg:{r.rank}", style
+            assert result["openreg_backend"] == "ProcessGroupOpenReg", style
+            assert result["group_name"] == "custom", style
+            assert result["all_reduce"] == [3.0] * 4, style
+        assert styles["None"]["device_types"] == ["openreg"]
+        assert styles["device_id"]["backend"] == "orccl" and styles["device_id"]["bound_device"] == f"openreg:{r.rank}"
+        assert styles["cpu:gloo,openreg:orccl"]["device_types"] == ["cpu", "openreg"]
+        assert styles["cpu:gloo,openreg:orccl"]["cpu_all_reduce"] == [3.0, 3.0]
+
+
+def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
+    ranks = run_ranks(WORKERS / "faults.py", 2, args=("mismatch",))
+    for r in ranks:
+        cases = {result["case"]: result for result in r.results if "case" in result}
+        for case, shown in (("numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
+                            ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
+                            ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
+                            ("operation", "rank 0: ALLREDUCE("),
+                            ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
+            assert cases[case]["error"] == "ValueError", (r.rank, case, cases[case])
+            assert f"on rank {r.rank}: the ranks passed different arguments" in cases[case]["message"], case
+            assert shown in cases[case]["message"], (case, cases[case]["message"])
+        assert cases["cpu tensor"]["error"] == "RuntimeError"
+        assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
+        other = f"openreg:{1 - r.rank}"
+        assert f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather" \
+            in cases["two devices"]["message"]
+        assert f"openreg:{r.rank} and cpu!" in cases["cpu output"]["message"]
+        # The group still works after every error.
+        assert r.result("after_errors") == [3.0] * 3
+
+
+def test_a_killed_rank_makes_the_others_fail_naming_it():
+    ranks = run_ranks(WORKERS / "faults.py", 3, args=("killed",), expect_killed=(1,))
+    assert ranks[1].returncode == 17 and not ranks[1].results
+    for r in (ranks[0], ranks[2]):
+        assert r.result("error") == "DistBackendError", r.output
+        message = r.result("message")
+        assert f"orccl allreduce on rank {r.rank} (openreg:{r.rank}) failed" in message
+        assert "rank 1 (process " in message and "is no longer running" in message
+        assert r.result("seconds") < r.result("timeout")
