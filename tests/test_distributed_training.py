@@ -104,3 +104,42 @@ def test_scenario(quick_job, name):
 @pytest.mark.parametrize("name", SLOW)
 def test_slow_scenario(slow_job, name):
     check_scenario(slow_job, name)
+
+
+# The examples as users launch them: {case: (script, arguments, processes per simulated host)}.
+EXAMPLE_RUNS = {
+    "ddp_2_ranks": ("ddp_train.py", [], [2]),
+    "ddp_4_ranks": ("ddp_train.py", [], [4]),
+    "ddp_2_hosts": ("ddp_train.py", [], [1, 1]),
+    "fsdp_2_ranks_mixed_precision": ("fsdp_train.py", ["--mixed-precision"], [2]),
+    "fsdp_2_hosts_of_2": ("fsdp_train.py", [], [2, 2]),
+}
+
+
+def run_example(script, args, hosts, timeout=300):
+    """Runs an example with one torchrun per simulated host, all on 127.0.0.1 with one rendezvous endpoint."""
+    port = free_port()
+    path = os.path.join(EXAMPLES, script)
+    commands = [torchrun_command(path, ["--device", DEVICE, "--steps", "8", *args], nproc, port, nnodes=len(hosts))
+                for nproc in hosts]
+    return run_all(commands, child_env(max(hosts)), timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", EXAMPLE_RUNS)
+def test_example_under_torchrun(case):
+    script, args, hosts = EXAMPLE_RUNS[case]
+    results = run_example(script, args, hosts)
+    output = "\n".join(out for _, out in results)
+    verdicts = [line for line in output.splitlines() if "of the largest loss" in line]
+    assert len(verdicts) == 1 and verdicts[0].endswith("-> match"), output
+    assert f", {sum(hosts)} ranks" in output, output
+
+
+@pytest.mark.slow
+def test_example_exits_nonzero_on_mismatch():
+    # With two ranks the arithmetic differs from one process's in the last bits: no tolerance fails.
+    results = run_example("ddp_train.py", ["--tolerance", "0"], [2])
+    [(returncode, output)] = results
+    assert "-> MISMATCH" in output, output
+    assert returncode != 0, output
