@@ -165,11 +165,15 @@ def ddp_scenario(name):
                 ref_optimizer.step()
             for (key, p), q in zip(model.named_parameters(), reference.parameters()):
                 assert_close(p.detach().cpu(), q.detach(), f"{device} DDP against one process: {key}", rtol=1e-4)
+        buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
+        if "bucket_cap_mb" in config:
+            check(buckets > 1, f"{device}: {buckets} gradient bucket(s), expected several")
         if name == "ddp_gradient_as_bucket_view":
             check(all(all(step) for step in grads_are_views), f"{device}: gradients are not bucket views")
         if name == "ddp_find_unused_parameters":
             check(model.unused_head.weight.grad is None, f"{device}: the unused head got a gradient")
-        return {"losses": losses, "params": dict(model.named_parameters()), "grads_are_views": grads_are_views}
+        return {"losses": losses, "params": dict(model.named_parameters()), "grads_are_views": grads_are_views,
+                "buckets": buckets}
 
     return run
 
