@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -50,14 +51,17 @@ def run_all(commands, env, timeout):
     every process group on overrun; returns [(returncode, stdout)]."""
     procs = [subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, start_new_session=True) for command in commands]
+    deadline = time.monotonic() + timeout
     outputs = []
     try:
         for proc in procs:
-            outputs.append(proc.communicate(timeout=timeout)[0])
+            outputs.append(proc.communicate(timeout=max(0.0, deadline - time.monotonic()))[0])
     except subprocess.TimeoutExpired:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in procs[len(outputs):]:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers
+            except ProcessLookupError:
+                pass
             proc.communicate()
         pytest.fail(f"a job did not finish within {timeout} s: {commands}")
     return [(proc.returncode, output) for proc, output in zip(procs, outputs)]
