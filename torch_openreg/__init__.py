@@ -55,3 +55,6 @@ if not _DEFERRED and _claim_privateuse1():
 
     _multiprocessing_reductions.register()
 
+    from . import _distributed
+
+    _distributed.register()

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+// The c10d backend of the openreg device ("orccl"): gloo's collectives, run
+// directly on openreg memory.
+//
+// openreg device memory is host memory behind a protected mapping, so a
+// collective needs no staging copy: each openreg tensor becomes a CPU tensor
+// over the runtime's host view of the same bytes (a scoped access, see
+// aten/HostView.h), and gloo reads and writes those views. The wheel ships no
+// gloo headers, so gloo is held as a plain c10d::Backend, created in Python
+// (torch.distributed.ProcessGroupGloo) and handed in.
+//
+// Stream semantics are NCCL's with CUDA streams, on a device whose kernels run
+// on the calling thread: a collective starts once the work queued on the
+// current openreg stream has run (as every host-executed openreg kernel does),
+// and Work::wait() returns once gloo has finished, so whatever the caller
+// issues to the stream afterwards follows the collective. The host views stay
+// open until the gloo work completes (the Work holds them).
+namespace c10d::openreg {
+
+class ProcessGroupOpenReg : public Backend {
+ public:
+  // The name under which torch_openreg registers the backend.
+  static constexpr const char* kName = "orccl";
+
+  ProcessGroupOpenReg(c10::intrusive_ptr<Backend> gloo, int rank, int size);
+
+  const std::string getBackendName() const override {
+    return kName;
+  }
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    return gloo_->getBackendOptions();
+  }
+  // The gloo backend the collectives run on.
+  const c10::intrusive_ptr<Backend>& gloo() const {
+    return gloo_;
+  }
+
+  c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const BroadcastOptions& opts) override;
+  c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors, const AllreduceOptions& opts) override;
+  c10::intrusive_ptr<Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors, const ReduceOptions& opts) override;
+  c10::intrusive_ptr<Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input, const AllgatherOptions& opts)
+      override;
+  c10::intrusive_ptr<Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const GatherOptions& opts) override;
+  c10::intrusive_ptr<Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const ScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> _reduce_scatter_base(
+      at::Tensor& output,
+      at::Tensor& input,
+      const ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> alltoall_base(
+      at::Tensor& output,
+      at::Tensor& input,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const AllToAllOptions& opts) override;
+  c10::intrusive_ptr<Work> alltoall(
+      std::vector<at::Tensor>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const AllToAllOptions& opts) override;
+  c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Barriers exchange no tensor data: gloo's own.
+  c10::intrusive_ptr<Work> barrier(const BarrierOptions& opts) override;
+  void monitoredBarrier(const BarrierOptions& opts, bool wait_all_ranks) override;
+
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void abort() override;
+  void shutdown() override;
+
+ private:
+  c10::intrusive_ptr<Backend> gloo_;
+};
+
+} // namespace c10d::openreg

@@ -1,0 +1,38 @@
+"""init_process_group as CUDA users write it under torchrun, one style after another in one job: no backend
+(openreg is the accelerator), "orccl", "cpu:gloo,openreg:orccl". Reports, per style, the device the rank
+bound, the group's backends and an all_reduce result."""
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from distributed_launcher import report  # noqa: E402
+
+RANK = int(os.environ["RANK"])
+
+for style in (None, "orccl", "cpu:gloo,openreg:orccl"):
+    dist.init_process_group(style)
+    group = dist.group.WORLD
+    t = torch.full((4,), float(RANK + 1), device="openreg")
+    dist.all_reduce(t)
+    cpu_sum = None
+    if "cpu:gloo" in (style or ""):
+        c = torch.full((2,), float(RANK + 1))
+        dist.all_reduce(c)
+        cpu_sum = c.tolist()
+    report(
+        style=str(style),
+        device=str(t.device),
+        current_device=torch.openreg.current_device(),
+        backend=dist.get_backend(),
+        default_backend_for_openreg=dist.get_default_backend_for_device("openreg"),
+        group_name=group.name(),
+        openreg_backend=type(group._get_backend(torch.device("openreg"))).__name__,
+        device_types=sorted(d.type for d in group._device_types),
+        all_reduce=t.cpu().tolist(),
+        cpu_all_reduce=cpu_sum,
+    )
+    dist.destroy_process_group()
