@@ -12,23 +12,23 @@ import torch.distributed as dist
 def join(device_type: str) -> torch.device:
     """Binds this rank to device LOCAL_RANK and joins the process group, as a CUDA script does.
 
-    With no backend named, init_process_group takes the accelerator's backend for device tensors and gloo for
-    CPU tensors (the same call with CUDA gives NCCL and gloo).
+    With no backend named, init_process_group takes the device's backend (orccl here, NCCL with CUDA), for
+    device tensors only.
     """
     if device_type == "cpu":
         dist.init_process_group("gloo")
         return torch.device("cpu")
     device = torch.device(device_type, int(os.environ["LOCAL_RANK"]))
     torch.accelerator.set_device_index(device.index)
-    dist.init_process_group()
+    dist.init_process_group(device_id=device)  # device_id: the group's collectives (barrier too) use this device
     return device
 
 
 def global_mean(local_losses: list[torch.Tensor]) -> list[float]:
     """The loss of each global batch: the mean of the ranks' losses (every rank's slice has the same size)."""
-    losses = torch.stack(local_losses).float().cpu()
-    dist.all_reduce(losses)  # gloo has no ReduceOp.AVG: sum, then divide
-    return (losses / dist.get_world_size()).tolist()
+    losses = torch.stack(local_losses).float()
+    dist.all_reduce(losses)  # gloo (under orccl too) has no ReduceOp.AVG: sum, then divide
+    return (losses.cpu() / dist.get_world_size()).tolist()
 
 
 def check_curves(label: str, curve: list[float], reference: list[float], tolerance: float) -> bool:

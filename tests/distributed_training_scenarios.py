@@ -343,8 +343,8 @@ def report(scenario, ok, detail=""):
 def main():
     if ARGS.device != "cpu":
         torch.accelerator.set_device_index(LOCAL_RANK)
-        # As CUDA users write it: no backend named (the device's backend for its tensors, gloo for the CPU's).
-        dist.init_process_group(timeout=timedelta(seconds=60))
+        # The device's tensors over its backend, the CPU reference's over gloo (as "cpu:gloo,cuda:nccl").
+        dist.init_process_group(f"cpu:gloo,{ARGS.device}:orccl", timeout=timedelta(seconds=60))
     else:
         dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     failed = False

@@ -21,7 +21,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
 SCENARIOS = os.path.join(HERE, "distributed_training_scenarios.py")
-DEVICE = "cpu"
+DEVICE = "openreg"
 
 QUICK = ["ddp_buckets", "ddp_gradient_as_bucket_view", "ddp_no_sync", "ddp_find_unused_parameters",
          "ddp_static_graph", "dtensor"]
