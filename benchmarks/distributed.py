@@ -57,7 +57,7 @@ def rank_main(quick, out):
     import torch.distributed as dist
 
     torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group()
+    dist.init_process_group("cpu:gloo,openreg:orccl")  # openreg tensors over orccl, the CPU's over gloo
     results = {}
     for group, cases in timed_cases(torch, quick).items():
         repeats, inner = run.REPEATS[group][1 if quick else 0]

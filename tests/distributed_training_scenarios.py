@@ -165,6 +165,10 @@ def ddp_scenario(name):
                 ref_optimizer.step()
             for (key, p), q in zip(model.named_parameters(), reference.parameters()):
                 assert_close(p.detach().cpu(), q.detach(), f"{device} DDP against one process: {key}", rtol=1e-4)
+        # DDP's timings (a timer registered for the device type; without one DDP warns and logs none).
+        logged = ddp._get_ddp_logging_data()
+        timings = sorted(key for key in logged if key.startswith("avg_") and key.endswith("_time"))
+        check(logged.get("avg_forward_compute_time", 0) > 0, f"{device}: DDP logged no forward time: {timings}")
         buckets = len(ddp.reducer._get_zeros_like_grad_buckets())
         if "bucket_cap_mb" in config:
             check(buckets > 1, f"{device}: {buckets} gradient bucket(s), expected several")
@@ -173,7 +177,7 @@ def ddp_scenario(name):
         if name == "ddp_find_unused_parameters":
             check(model.unused_head.weight.grad is None, f"{device}: the unused head got a gradient")
         return {"losses": losses, "params": dict(model.named_parameters()), "grads_are_views": grads_are_views,
-                "buckets": buckets}
+                "buckets": buckets, "timings": timings}
 
     return run
 
