@@ -1,26 +1,28 @@
-"""Training across processes end to end: DDP, FSDP2, DTensor, tensor parallel, distributed checkpoints and
-DistributedSampler on openreg, each compared bit for bit with the same run on the CPU over gloo (the scenarios
-are in distributed_training_scenarios.py); the examples under torchrun on one and two simulated hosts.
+"""Training across processes end to end (docs/distributed.md, "End to end"): DDP, FSDP2, DTensor, tensor
+parallel, distributed checkpoints and DistributedSampler on openreg, each compared bit for bit with the same run
+on the CPU over gloo (distributed_workers/training_scenarios.py, ranks started by distributed_launcher.py); the
+examples under torchrun on one and two simulated hosts.
 
-Every job runs under torchrun on 127.0.0.1 with a free port, has a timeout, and is killed with its whole
-process group if it overruns. Ranks are judged by what they report (a result file, a verdict line) rather than
-by exit codes: two-process CPU DDP over gloo in torch 2.13 aborts at interpreter exit in about 1 run in 10
-("terminate called without an active exception"), with or without this backend, after its work is done.
+Every job runs on 127.0.0.1 with a free port and a timeout; an overrunning torchrun is killed with its whole
+process group. Ranks are judged by what they report (result lines, a verdict line) rather than by exit codes:
+two-process gloo jobs of torch 2.13 abort at interpreter exit in about 1 run in 10 ("terminate called without
+an active exception"), with or without this backend, after their work is done.
 """
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
-SCENARIOS = os.path.join(HERE, "distributed_training_scenarios.py")
+from distributed_launcher import free_port, run_ranks
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
+SCENARIOS = HERE / "distributed_workers" / "training_scenarios.py"
 DEVICE = "openreg"
 
 QUICK = ["ddp_buckets", "ddp_gradient_as_bucket_view", "ddp_no_sync", "ddp_find_unused_parameters",
@@ -28,22 +30,10 @@ QUICK = ["ddp_buckets", "ddp_gradient_as_bucket_view", "ddp_no_sync", "ddp_find_
 SLOW = ["fsdp2_mixed_precision", "tensor_parallel", "distributed_checkpoint", "dataloader_distributed_sampler"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def torchrun_command(script, args, nproc, port, nnodes=1):
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", f"--nnodes={nnodes}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--local-addr=127.0.0.1",
-            "--max-restarts=0", script, *args]
-
-
-def child_env(devices):
-    env = dict(os.environ, OPENREG_DEVICE_COUNT=str(devices), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.dirname(HERE), env.get("PYTHONPATH")]))
-    return env
+            "--max-restarts=0", str(script), *args]
 
 
 def run_all(commands, env, timeout):
@@ -67,19 +57,14 @@ def run_all(commands, env, timeout):
     return [(proc.returncode, output) for proc, output in zip(procs, outputs)]
 
 
-def run_scenarios(tmp_path, scenarios, nproc=2, timeout=300):
-    """{scenario: [report of each rank]} of one torchrun job running `scenarios` on DEVICE."""
-    [(returncode, output)] = run_all(
-        [torchrun_command(SCENARIOS, ["--device", DEVICE, "--out", str(tmp_path), *scenarios], nproc, free_port())],
-        child_env(nproc), timeout)
+def run_scenarios(tmp_path, scenarios, world_size=2):
+    """{scenario: [report of each rank]} of one job running `scenarios` on DEVICE."""
+    ranks = run_ranks(SCENARIOS, world_size, args=("--device", DEVICE, "--out", tmp_path, *scenarios), timeout=300)
     reports = {name: [] for name in scenarios}
-    for rank in range(nproc):
-        path = tmp_path / f"rank{rank}.jsonl"
-        assert path.exists(), f"rank {rank} reported nothing (rc={returncode}):\n{output}"
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
+    for r in ranks:
+        for entry in r.results:
             reports[entry["scenario"]].append(entry)
-    return reports, output
+    return reports, "\n".join(f"--- rank {r.rank} (exit {r.returncode}) ---\n{r.output}" for r in ranks)
 
 
 def check_scenario(job, name):
@@ -123,10 +108,10 @@ EXAMPLE_RUNS = {
 def run_example(script, args, hosts, timeout=300):
     """Runs an example with one torchrun per simulated host, all on 127.0.0.1 with one rendezvous endpoint."""
     port = free_port()
-    path = os.path.join(EXAMPLES, script)
-    commands = [torchrun_command(path, ["--device", DEVICE, "--steps", "8", *args], nproc, port, nnodes=len(hosts))
+    commands = [torchrun_command(EXAMPLES / script, ["--steps", "8", *args], nproc, port, nnodes=len(hosts))
                 for nproc in hosts]
-    return run_all(commands, child_env(max(hosts)), timeout)
+    env = dict(os.environ, OPENREG_DEVICE_COUNT=str(max(2, *hosts)), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    return run_all(commands, env, timeout)
 
 
 @pytest.mark.slow

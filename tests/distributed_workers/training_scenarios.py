@@ -1,24 +1,27 @@
-"""Training scenarios run inside each rank of a launched job (see test_distributed_training.py).
+"""Training scenarios run inside each rank of a job (tests/test_distributed_training.py).
 
-    python distributed_training_scenarios.py --device openreg --out DIR SCENARIO [SCENARIO ...]
+    training_scenarios.py --device openreg --out DIR SCENARIO [SCENARIO ...]
 
 Each rank reads RANK, WORLD_SIZE and LOCAL_RANK (torchrun's variables), binds its device, runs every
-scenario once on ``--device`` and once on the CPU over gloo, in the same process group, and appends one JSON
-line per scenario to DIR/rank<RANK>.jsonl: {"scenario", "ok", "detail"}. The CPU run is the reference: the
-collectives on both sides are gloo's, so the two runs must agree bit for bit. Scenarios that can also be
-checked against a single-process computation do so inside the scenario.
+scenario once on ``--device`` and once on the CPU over gloo, in the same process group, and reports one
+result per scenario: {"scenario", "ok", "detail"}. The CPU run is the reference: the collectives on both
+sides are gloo's, so the two runs must agree bit for bit. Scenarios that can also be checked against a
+single-process computation do so inside the scenario. DIR holds the checkpoints.
 """
 import argparse
-import json
 import os
 import sys
 import traceback
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from distributed_launcher import report  # noqa: E402
 
 RANK = int(os.environ.get("RANK", 0))
 WORLD = int(os.environ.get("WORLD_SIZE", 1))
@@ -339,11 +342,6 @@ SCENARIOS.update({
 })
 
 
-def report(scenario, ok, detail=""):
-    with open(os.path.join(ARGS.out, f"rank{RANK}.jsonl"), "a") as f:
-        f.write(json.dumps({"scenario": scenario, "ok": ok, "detail": detail}) + "\n")
-
-
 def main():
     if ARGS.device != "cpu":
         torch.accelerator.set_device_index(LOCAL_RANK)
@@ -356,17 +354,17 @@ def main():
         try:
             result = to_cpu(SCENARIOS[name](ARGS.device))
             assert_identical(result, to_cpu(SCENARIOS[name]("cpu")), f"{ARGS.device} against cpu")
-            report(name, True)
+            report(scenario=name, ok=True, detail="")
         except Mismatch as error:
             # Collectives stayed in step across ranks: the next scenario can still run.
-            report(name, False, str(error))
+            report(scenario=name, ok=False, detail=str(error))
         except Exception:
             # A rank that raised may have left its peers inside a collective: stop here.
-            report(name, False, traceback.format_exc())
+            report(scenario=name, ok=False, detail=traceback.format_exc())
             failed = True
             break
     if not failed:
-        dist.barrier()  # every rank has reported before any exits (see the test module on exit codes)
+        dist.barrier()  # every rank has reported before any exits (docs/distributed.md, Limits)
         dist.destroy_process_group()
     return 1 if failed else 0
 
@@ -374,7 +372,7 @@ def main():
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="openreg")
-    parser.add_argument("--out", required=True, help="folder for the per-rank reports and checkpoints")
+    parser.add_argument("--out", required=True, help="a folder for the checkpoints, shared by the ranks")
     parser.add_argument("scenarios", nargs="+", choices=sorted(SCENARIOS))
     return parser.parse_args()
 
