@@ -38,7 +38,9 @@ def test_every_operation_matches_gloo_on_cpu():
     for name in ("broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
                  "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
                  "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
-                 "object collectives", "DeviceMesh"):
+                 "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream",
+        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG raises as gloo does",
+        "all_reduce PREMUL_SUM raises as gloo does"):
         assert name in checked
     # The odd and the even ranks each ran their sub-group's check.
     assert "new_group [0, 2]" in ranks[0].result("checked") and "new_group [1, 3]" in ranks[1].result("checked")
@@ -48,7 +50,7 @@ def test_init_as_under_torchrun():
     ranks = run_ranks(WORKERS / "init_styles.py", 2)
     for r in ranks:
         styles = {result["style"]: result for result in r.results}
-        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl"}
+        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl", "device_id"}
         for style, result in styles.items():
             # Each rank binds openreg:LOCAL_RANK; orccl serves openreg and is the group's default backend.
             assert result["current_device"] == r.rank and result["device"] == f"openreg:{r.rank}", style
@@ -56,5 +58,40 @@ def test_init_as_under_torchrun():
             assert result["group_name"] == "custom", style
             assert result["all_reduce"] == [3.0] * 4, style
         assert styles["None"]["device_types"] == ["openreg"]
+        assert styles["device_id"]["backend"] == "orccl" and styles["device_id"]["bound_device"] == f"openreg:{r.rank}"
         assert styles["cpu:gloo,openreg:orccl"]["device_types"] == ["cpu", "openreg"]
         assert styles["cpu:gloo,openreg:orccl"]["cpu_all_reduce"] == [3.0, 3.0]
+
+
+def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
+    ranks = run_ranks(WORKERS / "faults.py", 2, args=("mismatch",))
+    for r in ranks:
+        cases = {result["case"]: result for result in r.results if "case" in result}
+        for case, shown in (("numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
+                            ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
+                            ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
+                            ("operation", "rank 0: ALLREDUCE("),
+                            ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
+            assert cases[case]["error"] == "ValueError", (r.rank, case, cases[case])
+            assert f"on rank {r.rank}: the ranks passed different arguments" in cases[case]["message"], case
+            assert shown in cases[case]["message"], (case, cases[case]["message"])
+        assert cases["cpu tensor"]["error"] == "RuntimeError"
+        assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
+        other = f"openreg:{1 - r.rank}"
+        assert f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather" \
+            in cases["two devices"]["message"]
+        assert f"openreg:{r.rank} and cpu!" in cases["cpu output"]["message"]
+        # The group still works after every error.
+        assert r.result("after_errors") == [3.0] * 3
+
+
+def test_a_killed_rank_makes_the_others_fail_naming_it():
+    ranks = run_ranks(WORKERS / "faults.py", 3, args=("killed",), expect_killed=(1,))
+    assert ranks[1].returncode == 17 and not ranks[1].results
+    for r in (ranks[0], ranks[2]):
+        assert r.result("error") == "DistBackendError", r.output
+        message = r.result("message")
+        assert f"orccl allreduce on rank {r.rank} (openreg:{r.rank}) failed" in message
+        assert "rank 1 (process " in message and "is no longer running" in message
+        assert r.result("seconds") < r.result("timeout")

@@ -66,7 +66,7 @@ def _create_backend(options, gloo_options):
         gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, gloo_options)
     gloo_options.global_ranks_in_group = options.global_ranks_in_group
     gloo_options.group_name = options.group_id
-    return _C.ProcessGroupOpenReg(gloo, options.group_rank, options.group_size)
+    return _C.ProcessGroupOpenReg(options.store, gloo, options.group_rank, options.group_size)
 
 
 def _openreg_backend(group):

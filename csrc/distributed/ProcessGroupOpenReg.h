@@ -1,11 +1,12 @@
 #pragma once
 
 #include <chrono>
-#include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 // The c10d backend of the openreg device ("orccl"): gloo's collectives, run
 // directly on openreg memory.
@@ -23,14 +24,23 @@
 // and Work::wait() returns once gloo has finished, so whatever the caller
 // issues to the stream afterwards follows the collective. The host views stay
 // open until the gloo work completes (the Work holds them).
+//
+// Before each collective the ranks compare what they pass (operation, options,
+// tensor shapes and dtypes) in one small gloo allgather: gloo itself checks
+// none of it, and a mismatch there hangs, corrupts, or kills the process from
+// a gloo thread. A mismatch raises on every rank, naming each rank's
+// arguments. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {
+
+class PeerProcesses;
 
 class ProcessGroupOpenReg : public Backend {
  public:
   // The name under which torch_openreg registers the backend.
   static constexpr const char* kName = "orccl";
 
-  ProcessGroupOpenReg(c10::intrusive_ptr<Backend> gloo, int rank, int size);
+  // `store` is the group's store, which gloo was created over too.
+  ProcessGroupOpenReg(c10::intrusive_ptr<Store> store, c10::intrusive_ptr<Backend> gloo, int rank, int size);
 
   const std::string getBackendName() const override {
     return kName;
@@ -107,7 +117,10 @@ class ProcessGroupOpenReg : public Backend {
   void shutdown() override;
 
  private:
+  class Collective;
+
   c10::intrusive_ptr<Backend> gloo_;
+  std::shared_ptr<const PeerProcesses> peers_;
 };
 
 } // namespace c10d::openreg

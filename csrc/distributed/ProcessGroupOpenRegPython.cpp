@@ -54,13 +54,14 @@ void bind_process_group(py::module& m) {
   py::class_<ProcessGroupOpenReg, Backend, ReleasingGilHolder<ProcessGroupOpenReg>> cls(
       m, "ProcessGroupOpenReg", "gloo's collectives on zero-copy host views of openreg tensors");
   cls.def(
-         py::init([](c10::intrusive_ptr<Backend> gloo, int rank, int size) {
+         py::init([](c10::intrusive_ptr<Store> store, c10::intrusive_ptr<Backend> gloo, int rank, int size) {
            return ReleasingGilHolder<ProcessGroupOpenReg>(
-               c10::make_intrusive<ProcessGroupOpenReg>(std::move(gloo), rank, size));
+               c10::make_intrusive<ProcessGroupOpenReg>(std::move(store), std::move(gloo), rank, size));
          }),
-          py::arg("gloo"),
-          py::arg("rank"),
-          py::arg("size"))
+         py::arg("store"),
+         py::arg("gloo"),
+         py::arg("rank"),
+         py::arg("size"))
       .def_property_readonly("gloo", &ProcessGroupOpenReg::gloo, "the gloo backend the collectives run on");
   cls.attr("NAME") = ProcessGroupOpenReg::kName;
 }

@@ -77,6 +77,16 @@ def main():
             return t
         check(f"all_reduce {op}", bitwise, gloo)
 
+    # The reductions gloo lacks raise gloo's own error, on openreg as on the CPU.
+    for name, op in (("AVG", dist.ReduceOp.AVG), ("PREMUL_SUM", dist._make_nccl_premul_sum(2.0))):
+        def unsupported(device, group, op=op, name=name):
+            try:
+                dist.all_reduce(values((4,), torch.float32, 2).to(device), op, group=group)
+            except Exception as error:
+                return [type(error).__name__, f"Cannot use ReduceOp.{name} with Gloo" in str(error)]
+            return "no error"
+        check(f"all_reduce {name} raises as gloo does", unsupported, gloo)
+
     def all_reduce_async(device, group):
         t = values((1000,), torch.float32, 3).to(device)
         work = dist.all_reduce(t, async_op=True, group=group)
@@ -87,6 +97,35 @@ def main():
             assert future_value[0] is not None and future_value[0].device == DEV, future_value
         return [t, future_value[0]]
     check("all_reduce async_op, get_future", all_reduce_async, gloo)
+
+    def after_stream_work(device, group):
+        # A non-blocking copy from pinned memory is queued on the current (side) stream; the collective
+        # must see what it writes, as NCCL's collective on that stream would.
+        source = values((1 << 16,), torch.float32, 40)
+        if device.type == "openreg":
+            source = source.pin_memory()
+            side = torch.openreg.Stream()
+            with torch.openreg.stream(side):
+                t = torch.empty_like(source, device=device)
+                t.copy_(source, non_blocking=True)
+                dist.all_reduce(t, group=group)
+            side.synchronize()
+        else:
+            t = source.clone()
+            dist.all_reduce(t, group=group)
+        return t
+    check("all_reduce after work queued on the current stream", after_stream_work, gloo)
+
+    def freed_while_running(device, group):
+        # The collective holds the memory it works on: dropping the tensor before wait() is safe.
+        t = values((1 << 18,), torch.float32, 41).to(device)
+        work = dist.all_reduce(t, async_op=True, group=group)
+        future = work.get_future()
+        del t
+        doubled = future.then(lambda f: f.value()[0] * 2).wait()
+        work.wait()
+        return doubled
+    check("async all_reduce, tensor dropped before wait, future continuation", freed_while_running, gloo)
 
     def strided(device, group):
         # A non-contiguous view: gloo requires dense tensors, on the CPU as here.

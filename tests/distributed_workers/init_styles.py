@@ -13,8 +13,13 @@ from distributed_launcher import report  # noqa: E402
 
 RANK = int(os.environ["RANK"])
 
-for style in (None, "orccl", "cpu:gloo,openreg:orccl"):
-    dist.init_process_group(style)
+for style in (None, "orccl", "cpu:gloo,openreg:orccl", "device_id"):
+    if style == "device_id":
+        # No backend, a bound device: torch picks the device's default backend and binds the group to it.
+        dist.init_process_group(device_id=torch.device("openreg", int(os.environ["LOCAL_RANK"])))
+        dist.barrier()
+    else:
+        dist.init_process_group(style)
     group = dist.group.WORLD
     t = torch.full((4,), float(RANK + 1), device="openreg")
     dist.all_reduce(t)
@@ -25,6 +30,7 @@ for style in (None, "orccl", "cpu:gloo,openreg:orccl"):
         cpu_sum = c.tolist()
     report(
         style=str(style),
+        bound_device=str(group.bound_device_id),
         device=str(t.device),
         current_device=torch.openreg.current_device(),
         backend=dist.get_backend(),
@@ -35,4 +41,6 @@ for style in (None, "orccl", "cpu:gloo,openreg:orccl"):
         all_reduce=t.cpu().tolist(),
         cpu_all_reduce=cpu_sum,
     )
+    # The group holds the store, whose server (rank 0) must be gone before the next init binds its port.
+    del group
     dist.destroy_process_group()
