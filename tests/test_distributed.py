@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from distributed_launcher import run_ranks
+from conftest import run_python
+from distributed_launcher import free_port, run_ranks
 
 WORKERS = Path(__file__).parent / "distributed_workers"
 
@@ -25,6 +26,42 @@ def test_registered_for_openreg():
     assert issubclass(ProcessGroupOpenReg, torch._C._distributed_c10d.Backend)
     assert ProcessGroupOpenReg.NAME == "orccl"
 
+
+
+def test_backend_checks_the_gloo_group_it_is_given():
+    from datetime import timedelta
+
+    from torch_openreg._C import ProcessGroupOpenReg
+
+    store = dist.HashStore()
+    gloo = dist.ProcessGroupGloo(store, 0, 1, timedelta(seconds=10))
+    with pytest.raises(ValueError, match="orccl: the gloo backend is rank 0 of 1, not rank 0 of 2"):
+        ProcessGroupOpenReg(store, gloo, 0, 2)
+    backend = ProcessGroupOpenReg(store, gloo, 0, 1)
+    assert backend.gloo is gloo and backend.name() == "orccl" and backend.size() == 1
+
+
+def test_bad_launch_settings_raise_clearly():
+    # A single-rank job: gloo options of the wrong type, then a local rank without a device.
+    result = run_python(
+        """
+        import torch, torch.distributed as dist
+        try:
+            dist.init_process_group("orccl", pg_options=object())
+        except TypeError as error:
+            print("OPTIONS:", error)
+        try:
+            dist.init_process_group()
+        except RuntimeError as error:
+            print("DEVICES:", error)
+        """,
+        RANK=0, LOCAL_RANK=5, WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
+        OPENREG_DEVICE_COUNT=2, GLOO_SOCKET_IFNAME="lo",
+    )
+    assert "DEVICES: orccl: this process is local rank 5 but only 2 openreg devices exist; set " \
+        "OPENREG_DEVICE_COUNT" in result.stdout, result.stdout + result.stderr
+    assert "OPTIONS: orccl: pg_options must be a torch.distributed.ProcessGroupGloo._Options, got object" \
+        in result.stdout, result.stdout + result.stderr
 
 
 def test_every_operation_matches_gloo_on_cpu():
@@ -47,10 +84,11 @@ def test_every_operation_matches_gloo_on_cpu():
 
 
 def test_init_as_under_torchrun():
-    ranks = run_ranks(WORKERS / "init_styles.py", 2)
+    ranks = run_ranks(WORKERS / "init_styles.py", 2, args=[free_port() for _ in range(5)])
     for r in ranks:
         styles = {result["style"]: result for result in r.results}
-        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl", "device_id"}
+        assert set(styles) == {"None", "orccl", "cpu:gloo,openreg:orccl", "device_id", "pg_options"}
+        assert styles["pg_options"]["gloo_threads"] == 1 and styles["orccl"]["gloo_threads"] == 2
         for style, result in styles.items():
             # Each rank binds openreg:LOCAL_RANK; orccl serves openreg and is the group's default backend.
             assert result["current_device"] == r.rank and result["device"] == f"openreg:{r.rank}", style

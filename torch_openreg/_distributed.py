@@ -29,17 +29,16 @@ def _bind_local_rank() -> None:
     global _bound_local_rank
     if _bound_local_rank or "LOCAL_RANK" not in os.environ:
         return
-    _bound_local_rank = True
     local_rank = int(os.environ["LOCAL_RANK"])
-    if torch.openreg.current_device() != 0:
-        return
-    count = torch.openreg.device_count()
-    if local_rank >= count:
-        raise RuntimeError(
-            f"{BACKEND_NAME}: this process is local rank {local_rank} but only {count} openreg devices exist; "
-            f"set OPENREG_DEVICE_COUNT to at least the number of ranks per host (up to 16)"
-        )
-    torch.openreg.set_device(local_rank)
+    if torch.openreg.current_device() == 0:
+        count = torch.openreg.device_count()
+        if local_rank >= count:
+            raise RuntimeError(
+                f"{BACKEND_NAME}: this process is local rank {local_rank} but only {count} openreg devices exist; "
+                f"set OPENREG_DEVICE_COUNT to at least the number of ranks per host (up to 16)"
+            )
+        torch.openreg.set_device(local_rank)
+    _bound_local_rank = True
 
 
 def _create_backend(options, gloo_options):
@@ -51,17 +50,17 @@ def _create_backend(options, gloo_options):
     """
     from . import _C
 
+    if gloo_options is not None and not isinstance(gloo_options, dist.ProcessGroupGloo._Options):
+        raise TypeError(
+            f"{BACKEND_NAME}: pg_options must be a torch.distributed.ProcessGroupGloo._Options, "
+            f"got {type(gloo_options).__name__}"
+        )
     _bind_local_rank()
     if gloo_options is None:
         # As torch creates a gloo group: its default device (GLOO_SOCKET_IFNAME, else the hostname's interface).
         gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, options.timeout)
         gloo_options = gloo.options
     else:
-        if not isinstance(gloo_options, dist.ProcessGroupGloo._Options):
-            raise TypeError(
-                f"{BACKEND_NAME}: pg_options must be a torch.distributed.ProcessGroupGloo._Options, "
-                f"got {type(gloo_options).__name__}"
-            )
         gloo_options._timeout = options.timeout
         gloo = dist.ProcessGroupGloo(options.store, options.group_rank, options.group_size, gloo_options)
     gloo_options.global_ranks_in_group = options.global_ranks_in_group

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -104,9 +105,10 @@ std::string failure_context(const char* op, int rank, c10::Device device, const 
 }
 
 // One or more gloo works over host views, seen as one c10d::Work on openreg
-// tensors. It holds the host views (and so the scoped accesses) until it is
-// destroyed, which is never before gloo has finished with them: gloo's own
-// work holds them as well until it has run.
+// tensors. It holds the host views (and so the scoped accesses and the device
+// storages) until it is destroyed; gloo's own work holds them too until it has
+// run, so they stay open until gloo is done with them even if the caller drops
+// this Work first.
 class OpenRegWork : public Work {
  public:
   OpenRegWork(
@@ -273,8 +275,8 @@ class ProcessGroupOpenReg::Collective {
     }
     return *this;
   }
-  // Tensors whose shapes may differ across ranks (a root's lists, uneven
-  // all-to-all parts): only their dtype must agree.
+  // Tensors whose shapes may differ across ranks (all-to-all parts, which
+  // split sizes make uneven): only their dtype must agree.
   Collective& local(const at::Tensor& tensor) {
     check_.check_written(tensor);
     describe(tensor, false);

@@ -13,8 +13,18 @@ from distributed_launcher import report  # noqa: E402
 
 RANK = int(os.environ["RANK"])
 
-for style in (None, "orccl", "cpu:gloo,openreg:orccl", "device_id"):
-    if style == "device_id":
+STYLES = (None, "orccl", "cpu:gloo,openreg:orccl", "device_id", "pg_options")
+for style, port in zip(STYLES, sys.argv[1:], strict=True):
+    # A fresh store per style: rank 0 hosts it, and a rank that finishes tearing down the previous group
+    # early must not reach the previous store still served by a slower rank 0.
+    os.environ["MASTER_PORT"] = port
+    if style == "pg_options":
+        # gloo's own options (its devices, threads) pass through orccl.
+        options = dist.ProcessGroupGloo._Options()
+        options._devices = [dist.ProcessGroupGloo.create_device(interface="lo")]
+        options._threads = 1
+        dist.init_process_group("orccl", pg_options=options)
+    elif style == "device_id":
         # No backend, a bound device: torch picks the device's default backend and binds the group to it.
         dist.init_process_group(device_id=torch.device("openreg", int(os.environ["LOCAL_RANK"])))
         dist.barrier()
@@ -37,10 +47,9 @@ for style in (None, "orccl", "cpu:gloo,openreg:orccl", "device_id"):
         default_backend_for_openreg=dist.get_default_backend_for_device("openreg"),
         group_name=group.name(),
         openreg_backend=type(group._get_backend(torch.device("openreg"))).__name__,
+        gloo_threads=group._get_backend(torch.device("openreg")).gloo.options._threads,
         device_types=sorted(d.type for d in group._device_types),
         all_reduce=t.cpu().tolist(),
         cpu_all_reduce=cpu_sum,
     )
-    # The group holds the store, whose server (rank 0) must be gone before the next init binds its port.
-    del group
     dist.destroy_process_group()
