@@ -2,7 +2,8 @@
 process, interleaved, under each setting, against the project's targets.
 
 Cases: small operators, large operators, training steps, allocation churn,
-copy bandwidth, and the import time of the backend. The settings are read once
+copy bandwidth, the import time of the backend, and two ranks' all_reduce and DDP step
+(benchmarks/distributed.py, launched with torchrun). The settings are read once
 per process, so each one is measured in a child process that also times the
 CPU: memory protection on (the default) and off, and the copying fallback
 (OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
@@ -33,6 +34,8 @@ GROUPS = {
     "import": "6. import time, child processes (cpu column: import torch without the backend)",
     "amp": "7. bfloat16 training step under autocast (cpu column: the same under CPU autocast)",
     "autocast_cost": "8. 100 operators outside the autocast lists (cpu column: openreg, autocast off)",
+    "all_reduce": "9. all_reduce across 2 ranks (ratio: openreg bandwidth over gloo's on CPU tensors)",
+    "ddp": "10. DDP training step across 2 ranks (forward, backward, gradient all_reduce, SGD step)",
 }
 
 # Child-process settings: name -> environment. The copy fallback runs only the
@@ -55,6 +58,8 @@ TARGETS = {
     "import": [],
     "amp": [("<=", 1.1, "")],
     "autocast_cost": [("<=", 1.05, "")],
+    "all_reduce": [(">=", 0.9, "")],
+    "ddp": [("<=", 1.15, "")],
 }
 
 # group -> (repetitions, calls per repetition), full run and --quick.
@@ -66,6 +71,8 @@ REPEATS = {
     "copies": ((11, 1), (3, 1)),
     "amp": ((15, 3), (3, 1)),
     "autocast_cost": ((15, 20), (3, 2)),
+    "all_reduce": ((11, 1), (3, 1)),
+    "ddp": ((15, 3), (3, 1)),
 }
 IMPORT_RUNS = (9, 1)
 
@@ -304,7 +311,7 @@ def fallback_cases(results):
     cases = {}
     for group, group_results in results.items():
         keys = [key for key, case in group_results.items() if case["fallback_ops"]]
-        if keys:
+        if keys and group in BUILDERS:  # the distributed groups run in their own ranks
             cases[group] = keys
     return cases
 
@@ -345,6 +352,13 @@ def import_times(setting, runs):
     }
 
 
+def distributed_results(setting, quick):
+    """The all_reduce and ddp groups, from two ranks launched by benchmarks/distributed.py."""
+    import distributed  # beside this script
+
+    return distributed.measure(dict(os.environ, **SETTINGS[setting]), quick)
+
+
 # --- report
 
 
@@ -368,6 +382,10 @@ def verdicts(group, value):
 def format_value(group, seconds, quick):
     if group == "copies":
         return f"{copy_bytes(quick) / seconds / 1e9:.2f} GB/s"
+    if group == "all_reduce":
+        import distributed
+
+        return f"{distributed.all_reduce_bytes(quick) / seconds / 1e9:.2f} GB/s"
     for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -408,6 +426,7 @@ def main():
         output = run_child(setting, {group: None for group in BUILDERS}, args.quick)
         results[setting] = output["results"]
         results[setting]["import"] = import_times(setting, IMPORT_RUNS[1 if args.quick else 0])
+        results[setting].update(distributed_results(setting, args.quick))
         torch_version, threads = output["torch"], output["threads"]
     results["copy_fallback"] = run_child("copy_fallback", fallback_cases(results[DEFAULT_SETTING]), args.quick)["results"]
     seconds = time.perf_counter() - start

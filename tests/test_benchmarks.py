@@ -18,6 +18,8 @@ CASES = {
     "import": {"torch_openreg", "autoload"},
     "amp": {"mlp_bf16"},
     "autocast_cost": {"add", "relu"},
+    "all_reduce": {"float32"},
+    "ddp": {"mlp"},
 }
 
 

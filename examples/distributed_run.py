@@ -1,0 +1,51 @@
+"""What the distributed examples share: joining the job torchrun started, and checking a distributed loss curve
+against the same training in one CPU process.
+
+Not a script: ddp_train.py and fsdp_train.py import it (torchrun puts their folder on sys.path).
+"""
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def join(device_type: str) -> torch.device:
+    """Binds this rank to device LOCAL_RANK and joins the process group, as a CUDA script does.
+
+    With no backend named, init_process_group takes the device's backend (orccl here, NCCL with CUDA), for
+    device tensors only.
+    """
+    if device_type == "cpu":
+        dist.init_process_group("gloo")
+        return torch.device("cpu")
+    device = torch.device(device_type, int(os.environ["LOCAL_RANK"]))
+    torch.accelerator.set_device_index(device.index)
+    dist.init_process_group(device_id=device)  # device_id: the group's collectives (barrier too) use this device
+    return device
+
+
+def global_mean(local_losses: list[torch.Tensor]) -> list[float]:
+    """The loss of each global batch: the mean of the ranks' losses (every rank's slice has the same size)."""
+    losses = torch.stack(local_losses).float()
+    dist.all_reduce(losses)  # gloo (under orccl too) has no ReduceOp.AVG: sum, then divide
+    return (losses.cpu() / dist.get_world_size()).tolist()
+
+
+def check_curves(label: str, curve: list[float], reference: list[float], tolerance: float) -> bool:
+    """Rank 0 prints both curves; every rank returns the same verdict (the curves are the same on every rank).
+
+    The curves agree when no step's losses differ by more than `tolerance` times the largest reference loss.
+    """
+    scale = max(abs(b) for b in reference)
+    worst = max(abs(a - b) for a, b in zip(curve, reference)) / scale
+    ok = worst <= tolerance
+    if dist.get_rank() == 0:
+        world = dist.get_world_size()
+        print(f"{'step':>4}  {'cpu, 1 process':>16}  {label + f', {world} ranks':>28}")
+        for step, (b, a) in enumerate(zip(reference, curve)):
+            print(f"{step:>4}  {b:>16.8f}  {a:>28.8f}")
+        print(f"largest difference {worst:.3g} of the largest loss (tolerance {tolerance:g}) -> "
+              f"{'match' if ok else 'MISMATCH'}", flush=True)
+    dist.barrier()  # rank 0 has printed before any rank leaves
+    dist.destroy_process_group()
+    return ok
