@@ -69,6 +69,7 @@ __all__ = [
     "get_device_name",
     "get_device_properties",
     "init",
+    "ipc_collect",
     "is_available",
     "is_initialized",
     "is_tf32_supported",
@@ -129,6 +130,15 @@ def synchronize(device=None) -> None:
     """Waits for all work queued on ``device`` (default: the current device)."""
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
+
+
+def ipc_collect() -> None:
+    """Frees the device memory of openreg tensors this process sent to other
+    processes, freed here, and since released by every receiver (as
+    ``torch.cuda.ipc_collect``). It also happens whenever such a tensor is
+    freed; see docs/multiprocessing.md."""
+    if is_initialized():
+        _C._ipc_collect()
 
 
 def is_tf32_supported() -> bool:
