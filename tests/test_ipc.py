@@ -198,7 +198,8 @@ def test_bad_shares_give_clear_errors(tmp_path):
 
         if __name__ == "__main__":
             ctx = mp.get_context("spawn")
-            x = torch.arange(4.0, device="openreg:1")
+            x = torch.arange(4.0, device="openreg")
+            far = torch.arange(4.0, device="openreg:1")
 
             # A receiver with one device cannot map memory of openreg:1.
             os.environ["OPENREG_DEVICE_COUNT"] = "1"
@@ -207,10 +208,14 @@ def test_bad_shares_give_clear_errors(tmp_path):
             child.start()
             del os.environ["OPENREG_DEVICE_COUNT"]
             try:
-                inbox.put(x)
+                inbox.put(far)
                 print("missing_device=%s" % outbox.get(timeout=TIMEOUT))
             finally:
                 print("missing_device_exit=%s" % finish(child))
+            # That receiver returned the send's reference: the block is freed with the tensor.
+            del far
+            torch.openreg.ipc_collect()
+            print("missing_device_freed=%s" % (torch.openreg.memory_allocated(1) == 0))
 
             # A tensor whose producer exited before it was received.
             outbox = ctx.Queue()
@@ -234,6 +239,7 @@ def test_bad_shares_give_clear_errors(tmp_path):
     assert "openreg" in r["missing_device"] and "device 1" in r["missing_device"], out
     assert "has 1 device" in r["missing_device"], out
     assert r["missing_device_exit"] == "0", out
+    assert r["missing_device_freed"] == "True", out
     assert r["argument"] == "12.0", out
     assert r["producer_exit"] == "0", out
     assert "has exited" in r["producer_died"] and "openreg" in r["producer_died"], out

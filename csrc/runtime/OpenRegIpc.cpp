@@ -20,10 +20,12 @@
 // subtracts 1 when its storage dies, or at once if it already held the
 // storage. The producer frees the block when its own storage dies with the
 // counter at 0; otherwise the block waits in a list ("limbo") that
-// ipc_collect() sweeps. The counters live in a page of the producer's device
-// memory that receivers open through the runtime's IPC like the data itself:
-// no named shared-memory file can outlive a killed process, and a receiver
-// that opened the page can still count down after the producer exited.
+// ipc_collect() sweeps. The counters live in pages of the producer's device 0
+// memory (every process has a device 0, so a receiver that cannot open the
+// data can still return its reference), which receivers open through the
+// runtime's IPC like the data itself: no named shared-memory file can outlive
+// a killed process, and a receiver that opened the page can still count down
+// after the producer exited.
 namespace c10::openreg {
 
 namespace {
@@ -75,17 +77,16 @@ struct SentBlock {
 
 // Guards the counter pages and limbo. Never held while a block is freed.
 std::mutex g_mutex;
-std::unordered_map<c10::DeviceIndex, std::vector<std::unique_ptr<CounterPage>>> g_pages;
+std::vector<std::unique_ptr<CounterPage>> g_pages; // those with free slots last
 std::unordered_map<std::string, CounterPage*> g_pages_by_handle;
 std::vector<std::unique_ptr<SentBlock>> g_limbo;
 
-// With g_mutex held: a counter on `device`, at 0 (fresh device pages read as
-// zero, and a counter is returned only once it is back at 0).
-std::pair<CounterPage*, size_t> take_counter(c10::DeviceIndex device) {
-  auto& pages = g_pages[device];
-  if (pages.empty() || pages.back()->free_slots.empty()) {
+// With g_mutex held: a counter at 0 (fresh device pages read as zero, and a
+// counter is returned only once it is back at 0).
+std::pair<CounterPage*, size_t> take_counter() {
+  if (g_pages.empty() || g_pages.back()->free_slots.empty()) {
     auto page = std::make_unique<CounterPage>();
-    OpenRegGuard guard(device);
+    OpenRegGuard guard(c10::DeviceIndex{0});
     OPENREG_CHECK(orMalloc(&page->memory, kCounterPageBytes));
     orIpcMemHandle_t handle;
     OPENREG_CHECK(orIpcGetMemHandle(&handle, page->memory));
@@ -94,22 +95,21 @@ std::pair<CounterPage*, size_t> take_counter(c10::DeviceIndex device) {
       page->free_slots.push_back(slot - 1);
     }
     g_pages_by_handle.emplace(page->handle, page.get());
-    pages.push_back(std::move(page));
+    g_pages.push_back(std::move(page));
   }
   // Pages with free slots are moved to the back when a slot returns.
-  CounterPage* page = pages.back().get();
+  CounterPage* page = g_pages.back().get();
   const size_t slot = page->free_slots.back();
   page->free_slots.pop_back();
   return {page, slot};
 }
 
 // With g_mutex held.
-void return_counter(c10::DeviceIndex device, CounterPage* page, size_t slot) {
+void return_counter(CounterPage* page, size_t slot) {
   page->free_slots.push_back(slot);
-  auto& pages = g_pages[device];
-  for (auto& candidate : pages) {
+  for (auto& candidate : g_pages) {
     if (candidate.get() == page) {
-      std::swap(candidate, pages.back());
+      std::swap(candidate, g_pages.back());
       break;
     }
   }
@@ -130,7 +130,7 @@ void delete_sent(void* context) {
   if (add_to_counter(sent->counter(), 0) == 0) {
     {
       std::lock_guard<std::mutex> lock(g_mutex);
-      return_counter(sent->original.device().index(), sent->page, sent->slot);
+      return_counter(sent->page, sent->slot);
     }
     sent.reset(); // the block returns to the caching allocator, outside the lock
   } else {
@@ -191,7 +191,7 @@ SharedStorage share_storage(c10::StorageImpl& storage) {
     auto sent = std::make_unique<SentBlock>();
     {
       std::lock_guard<std::mutex> lock(g_mutex);
-      std::tie(sent->page, sent->slot) = take_counter(device.index());
+      std::tie(sent->page, sent->slot) = take_counter();
     }
     SentBlock* raw = sent.get();
     void* ptr = data.get();
@@ -220,7 +220,13 @@ c10::intrusive_ptr<c10::StorageImpl> open_shared_storage(const SharedStorage& sh
   // The runtime names the device, the process and what went wrong (a device
   // this process does not have, a producer that has exited).
   void* memory = nullptr;
-  OPENREG_CHECK(orIpcOpenMemHandle(&memory, memory_handle, 0));
+  if (const orError_t error = orIpcOpenMemHandle(&memory, memory_handle, 0); error != orSuccess) {
+    const std::string message = orGetLastErrorMessage();
+    // The producer may still be alive (a device this process lacks): it
+    // must not hold the block for a receiver that never got it.
+    release_shared_reference(shared.counter, shared.counter_offset);
+    TORCH_CHECK(false, "openreg runtime error ", orGetErrorName(error), ": ", message);
+  }
   void* counter_page = nullptr;
   const orError_t counter_error = orIpcOpenMemHandle(&counter_page, counter_handle, 0);
   if (counter_error != orSuccess) {
@@ -275,7 +281,7 @@ void ipc_collect() {
     auto keep = g_limbo.begin();
     for (auto& sent : g_limbo) {
       if (add_to_counter(sent->counter(), 0) == 0) {
-        return_counter(sent->original.device().index(), sent->page, sent->slot);
+        return_counter(sent->page, sent->slot);
         released.push_back(std::move(sent));
       } else {
         *keep++ = std::move(sent);

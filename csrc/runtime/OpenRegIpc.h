@@ -19,8 +19,8 @@ struct SharedStorage {
   std::string memory;
   size_t offset = 0;
   size_t nbytes = 0;
-  // orIpcMemHandle_t of the producer's page of reference counters, and the
-  // byte offset of this storage's counter in it.
+  // orIpcMemHandle_t of the producer's page of reference counters (on its
+  // device 0), and the byte offset of this storage's counter in it.
   std::string counter;
   size_t counter_offset = 0;
 };

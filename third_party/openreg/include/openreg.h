@@ -116,7 +116,9 @@ orError_t orMemAccessEnd(const void* devPtr);
 // unmaps it. The exporter must keep the allocation (and itself) alive until
 // the importer has opened it; once opened, the pages stay valid in the
 // importer even if the exporter exits. Memory opened from a handle cannot be
-// exported again, orFree'd, or opened by the process that exported it.
+// exported again, orFree'd, or opened by the process that exported it. As
+// with orFree, a host function must not close memory of its own stream's
+// device (the last close waits for that stream).
 enum { OR_IPC_HANDLE_SIZE = 64 };
 typedef struct orIpcMemHandle_t {
   char reserved[OR_IPC_HANDLE_SIZE];
