@@ -42,6 +42,7 @@ def _reduce_storage(storage):
         return _torch_reductions.reduce_storage(storage)
     if storage.nbytes() == 0:
         return (_rebuild_empty_storage, (storage.device.index,))
+    torch.openreg._lazy_init()  # in a forked child: CUDA's "Cannot re-initialize" error
     shared = _C._ipc_share_storage(storage)
     device_index, memory, offset = shared[:3]
     # The producer is a receiver too when a storage comes back to it (a queue it reads itself).

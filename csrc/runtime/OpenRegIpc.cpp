@@ -59,6 +59,10 @@ int64_t add_to_counter(void* counter, int64_t delta) noexcept {
   return value;
 }
 
+int64_t counter_value(void* counter) noexcept {
+  return add_to_counter(counter, 0);
+}
+
 struct CounterPage {
   void* memory = nullptr; // orMalloc'd, kept for the life of the process
   std::string handle;
@@ -77,42 +81,37 @@ struct SentBlock {
 
 // Guards the counter pages and limbo. Never held while a block is freed.
 std::mutex g_mutex;
-std::vector<std::unique_ptr<CounterPage>> g_pages; // those with free slots last
+std::vector<std::unique_ptr<CounterPage>> g_pages;
 std::unordered_map<std::string, CounterPage*> g_pages_by_handle;
 std::vector<std::unique_ptr<SentBlock>> g_limbo;
 
 // With g_mutex held: a counter at 0 (fresh device pages read as zero, and a
 // counter is returned only once it is back at 0).
 std::pair<CounterPage*, size_t> take_counter() {
-  if (g_pages.empty() || g_pages.back()->free_slots.empty()) {
-    auto page = std::make_unique<CounterPage>();
-    OpenRegGuard guard(c10::DeviceIndex{0});
-    OPENREG_CHECK(orMalloc(&page->memory, kCounterPageBytes));
-    orIpcMemHandle_t handle;
-    OPENREG_CHECK(orIpcGetMemHandle(&handle, page->memory));
-    page->handle = handle_bytes(handle);
-    for (size_t slot = kCountersPerPage; slot > 0; --slot) {
-      page->free_slots.push_back(slot - 1);
-    }
-    g_pages_by_handle.emplace(page->handle, page.get());
-    g_pages.push_back(std::move(page));
-  }
-  // Pages with free slots are moved to the back when a slot returns.
-  CounterPage* page = g_pages.back().get();
-  const size_t slot = page->free_slots.back();
-  page->free_slots.pop_back();
-  return {page, slot};
-}
-
-// With g_mutex held.
-void return_counter(CounterPage* page, size_t slot) {
-  page->free_slots.push_back(slot);
-  for (auto& candidate : g_pages) {
-    if (candidate.get() == page) {
-      std::swap(candidate, g_pages.back());
+  CounterPage* page = nullptr;
+  for (const auto& candidate : g_pages) {
+    if (!candidate->free_slots.empty()) {
+      page = candidate.get();
       break;
     }
   }
+  if (page == nullptr) {
+    auto fresh = std::make_unique<CounterPage>();
+    OpenRegGuard guard(c10::DeviceIndex{0});
+    OPENREG_CHECK(orMalloc(&fresh->memory, kCounterPageBytes));
+    orIpcMemHandle_t handle;
+    OPENREG_CHECK(orIpcGetMemHandle(&handle, fresh->memory));
+    fresh->handle = handle_bytes(handle);
+    for (size_t slot = kCountersPerPage; slot > 0; --slot) {
+      fresh->free_slots.push_back(slot - 1);
+    }
+    page = fresh.get();
+    g_pages_by_handle.emplace(page->handle, page);
+    g_pages.push_back(std::move(fresh));
+  }
+  const size_t slot = page->free_slots.back();
+  page->free_slots.pop_back();
+  return {page, slot};
 }
 
 bool in_forked_child() noexcept {
@@ -127,10 +126,10 @@ void delete_sent(void* context) {
     (void)sent.release(); // the parent's block
     return;
   }
-  if (add_to_counter(sent->counter(), 0) == 0) {
+  if (counter_value(sent->counter()) == 0) {
     {
       std::lock_guard<std::mutex> lock(g_mutex);
-      return_counter(sent->page, sent->slot);
+      sent->page->free_slots.push_back(sent->slot);
     }
     sent.reset(); // the block returns to the caching allocator, outside the lock
   } else {
@@ -278,16 +277,13 @@ void ipc_collect() {
   std::vector<std::unique_ptr<SentBlock>> released;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto keep = g_limbo.begin();
     for (auto& sent : g_limbo) {
-      if (add_to_counter(sent->counter(), 0) == 0) {
-        return_counter(sent->page, sent->slot);
+      if (counter_value(sent->counter()) == 0) {
+        sent->page->free_slots.push_back(sent->slot);
         released.push_back(std::move(sent));
-      } else {
-        *keep++ = std::move(sent);
       }
     }
-    g_limbo.erase(keep, g_limbo.end());
+    std::erase(g_limbo, nullptr);
   }
   // `released` frees the blocks here, outside the lock.
 }

@@ -20,9 +20,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <tuple>
 
 #include "DeviceMemory.h"
