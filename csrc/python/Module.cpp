@@ -6,6 +6,7 @@
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -18,6 +19,7 @@
 #include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegMemPool.h"
+#include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegSyncDebug.h"
 #include "runtime/OpenRegTensorMeta.h"
@@ -167,6 +169,30 @@ BINDING(py_host_memory_stats, (), {
   result["host_free_time"] = duration(stats.host_free_time);
   return result;
 })
+// torch.multiprocessing's reducer (torch_openreg/_multiprocessing_reductions.py):
+// a storage as (device, memory handle, offset, nbytes, counter handle, counter
+// offset), and back.
+BINDING(py_ipc_share_storage, (py::handle storage), {
+  TORCH_CHECK_TYPE(THPStorage_Check(storage.ptr()), "_ipc_share_storage expects an UntypedStorage");
+  const SharedStorage shared =
+      share_storage(*THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl());
+  return py::make_tuple(static_cast<int>(shared.device), py::bytes(shared.memory), shared.offset,
+                        shared.nbytes, py::bytes(shared.counter), shared.counter_offset);
+})
+BINDING(py_ipc_open_storage, (int device, const std::string& memory, size_t offset, size_t nbytes,
+                              const std::string& counter, size_t counter_offset), {
+  SharedStorage shared;
+  shared.device = to_index(device);
+  shared.memory = memory;
+  shared.offset = offset;
+  shared.nbytes = nbytes;
+  shared.counter = counter;
+  shared.counter_offset = counter_offset;
+  return py::reinterpret_steal<py::object>(THPStorage_Wrap(c10::Storage(open_shared_storage(shared))));
+})
+BINDING(py_ipc_release_reference, (const std::string& counter, size_t counter_offset),
+        release_shared_reference(counter, counter_offset);)
+BINDING(py_ipc_collect, (), ipc_collect();)
 BINDING(py_reset_accumulated_host_memory_stats, (), getHostAllocator()->reset_accumulated_stats();)
 BINDING(py_reset_peak_host_memory_stats, (), getHostAllocator()->reset_peak_stats();)
 BINDING(py_record_memory_history,
@@ -243,4 +269,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mempool_end", &py_mempool_end);
   m.def("_is_current_stream_capturing", &py_is_current_stream_capturing);
   c10d::openreg::bind_process_group(m);
+  m.def("_ipc_share_storage", &py_ipc_share_storage);
+  m.def("_ipc_open_storage", &py_ipc_open_storage);
+  m.def("_ipc_release_reference", &py_ipc_release_reference);
+  m.def("_ipc_collect", &py_ipc_collect);
 }

@@ -63,6 +63,7 @@
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
+#include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegStream.h"
 
 namespace c10::openreg {
@@ -848,7 +849,9 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void recordStream(const DataPtr& data, c10::Stream stream) override {
-    if (data.get() == nullptr) {
+    // Memory received from another process is not this cache's to hold back;
+    // CUDA's allocator ignores it too.
+    if (data.get() == nullptr || is_received(data)) {
       return;
     }
     Block* block = lookup(data.get());

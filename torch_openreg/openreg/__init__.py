@@ -75,6 +75,7 @@ __all__ = [
     "get_device_name",
     "get_device_properties",
     "init",
+    "ipc_collect",
     "is_available",
     "is_initialized",
     "is_tf32_supported",
@@ -161,6 +162,13 @@ def set_sync_debug_mode(debug_mode) -> None:
 def get_sync_debug_mode() -> int:
     """The mode set by ``set_sync_debug_mode``: 0 (off), 1 (warn) or 2 (error)."""
     return _C._get_sync_debug_mode()
+def ipc_collect() -> None:
+    """Frees the device memory of openreg tensors this process sent to other
+    processes, freed here, and since released by every receiver (as
+    ``torch.cuda.ipc_collect``). It also happens whenever such a tensor is
+    freed; see docs/multiprocessing.md."""
+    if is_initialized():
+        _C._ipc_collect()
 
 
 def is_tf32_supported() -> bool:

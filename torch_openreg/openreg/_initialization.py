@@ -33,7 +33,7 @@ def _lazy_init() -> None:
             return
         if _is_in_bad_fork():
             raise RuntimeError(
-                "Cannot re-initialize openreg in a forked subprocess. To use openreg with "
+                "Cannot re-initialize openreg in forked subprocess. To use openreg with "
                 "multiprocessing, you must use the 'spawn' start method."
             )
         _C._init()

@@ -43,7 +43,8 @@ typedef enum orError_t {
   orErrorNotReady = 8,
   // A stream or event handle that is not live, or an event created with
   // orEventDisableTiming passed to orEventElapsedTime, or one never recorded,
-  // or two events last recorded on different devices.
+  // or two events last recorded on different devices; an IPC handle whose
+  // exporting process has exited.
   orErrorInvalidResourceHandle = 9,
 } orError_t;
 
@@ -102,6 +103,30 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
 // be freed while any is open.
 orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr);
 orError_t orMemAccessEnd(const void* devPtr);
+
+// Inter-process sharing of device memory, shaped like CUDA's cudaIpc*.
+// orIpcGetMemHandle describes the whole live allocation containing devPtr as
+// plain bytes that any channel may carry to another process of the same user
+// on this machine. orIpcOpenMemHandle there maps that allocation into the
+// process, on the same device index, and returns its base: a device pointer
+// like any other (copies, scoped host access under memory protection, pointer
+// attributes naming the device). Opening the same allocation again returns
+// the same pointer and counts; each open needs one orIpcCloseMemHandle, and
+// the last one waits for queued copies touching it (as orFree does), then
+// unmaps it. The exporter must keep the allocation (and itself) alive until
+// the importer has opened it; once opened, the pages stay valid in the
+// importer even if the exporter exits. Memory opened from a handle cannot be
+// exported again, orFree'd, or opened by the process that exported it. As
+// with orFree, a host function must not close memory of its own stream's
+// device (the last close waits for that stream).
+enum { OR_IPC_HANDLE_SIZE = 64 };
+typedef struct orIpcMemHandle_t {
+  char reserved[OR_IPC_HANDLE_SIZE];
+} orIpcMemHandle_t;
+orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
+// flags must be 0.
+orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags);
+orError_t orIpcCloseMemHandle(void* devPtr);
 
 // Streams. Work submitted to a stream (asynchronous copies, host functions,
 // event records, waits) runs in submission order on that stream's own worker

@@ -53,10 +53,10 @@ class Arena {
     return address < userBase_ + capacity_ &&
            (address >= userBase_ || userBase_ - address < bytes);
   }
-  void* hostAddress(uintptr_t userAddress) const {
-    return reinterpret_cast<void*>(userAddress + hostDelta_);
-  }
+  uintptr_t hostDelta() const { return hostDelta_; }
   uintptr_t userBase() const { return userBase_; }
+  // The memfd behind both views, which orIpcGetMemHandle names to importers.
+  int fd() const { return fd_; }
   size_t capacity() const { return capacity_; }
 
   // User address of `bytes` (a multiple of the page size), or nullopt.

@@ -9,12 +9,23 @@
 
 #include "Arena.h"
 #include "Environment.h"
+#include "Ipc.h"
 
 namespace openreg::runtime {
 
 struct Allocation {
-  explicit Allocation(size_t bytes) : size(bytes) {}
+  Allocation(size_t bytes, uintptr_t hostDelta, bool imported = false)
+      : size(bytes), hostDelta(hostDelta), imported(imported) {}
+  // The host-view address of a user address inside the allocation.
+  void* hostAddress(uintptr_t userAddress) const {
+    return reinterpret_cast<void*>(userAddress + hostDelta);
+  }
   const size_t size;  // page-rounded
+  // Host view address minus user view address (mod 2^64): the arena's for
+  // orMalloc memory, the import's own for memory opened from an IPC handle.
+  const uintptr_t hostDelta;
+  // Opened with orIpcOpenMemHandle (released with orIpcCloseMemHandle).
+  const bool imported;
   // Open orMemAccessBegin scopes. Changed under the shared lock, so orFree
   // (exclusive lock) sees a stable value.
   std::atomic<uint32_t> openAccesses{0};
@@ -32,29 +43,32 @@ struct Device {
   // Created at the first allocation and never destroyed, so it is read
   // without the mutex to map addresses to devices.
   std::atomic<Arena*> arena{nullptr};
-  std::map<uintptr_t, Allocation> allocations;  // by user base address; guarded by mutex
+  // By user base address, imported ranges included; guarded by mutex.
+  std::map<uintptr_t, Allocation> allocations;
 };
 
 // Valid for 0 <= index < config.deviceCount.
 Device& device(int index);
 
-// The device whose arena user view contains address, or null.
+// The device whose arena user view, or one of whose imported ranges,
+// contains address, or null.
 inline Device* deviceContaining(const Config& config, uintptr_t address) {
   for (int i = 0; i < config.deviceCount; ++i) {
     Device& candidate = device(i);
     const Arena* arena = candidate.arena.load(std::memory_order_acquire);
     if (arena != nullptr && arena->contains(address)) return &candidate;
   }
-  return nullptr;
+  return anyImports() ? deviceOfImport(address) : nullptr;
 }
 
-// True if [address, address + bytes) intersects any arena's user view.
+// True if [address, address + bytes) intersects any arena's user view or
+// imported range.
 inline bool overlapsDeviceMemory(const Config& config, uintptr_t address, size_t bytes) {
   for (int i = 0; i < config.deviceCount; ++i) {
     const Arena* arena = device(i).arena.load(std::memory_order_acquire);
     if (arena != nullptr && arena->overlaps(address, bytes)) return true;
   }
-  return false;
+  return anyImports() && overlapsImport(address, bytes);
 }
 
 // The calling thread's current device.

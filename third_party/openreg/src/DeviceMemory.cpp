@@ -67,7 +67,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
     }
     const size_t bytes = config->roundUpToPage(size);
     if (const std::optional<uintptr_t> address = arena->allocate(bytes)) {
-      dev.allocations.try_emplace(*address, bytes);
+      dev.allocations.try_emplace(*address, bytes, arena->hostDelta());
       *devPtr = reinterpret_cast<void*>(*address);
       return orSuccess;
     }
@@ -98,6 +98,12 @@ orError_t orFree(void* devPtr) {
       return fail(orErrorInvalidDevicePointer,
                   "orFree: %p is not the base of a live allocation of device %d", devPtr,
                   dev->index);
+    }
+    if (it->second.imported) {
+      return fail(orErrorInvalidDevicePointer,
+                  "orFree: %p was opened with orIpcOpenMemHandle on device %d; release it with "
+                  "orIpcCloseMemHandle",
+                  devPtr, dev->index);
     }
     const size_t size = it->second.size;
     if (const uint32_t open = it->second.openAccesses.load(std::memory_order_relaxed); open != 0) {
@@ -145,7 +151,7 @@ orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr) {
       findAllocation(*dev, address, size, "orMemAccessBegin", "pointer", &base);
   if (allocation == nullptr) return orErrorInvalidDevicePointer;
   allocation->openAccesses.fetch_add(1, std::memory_order_relaxed);
-  *hostPtr = dev->arena.load(std::memory_order_relaxed)->hostAddress(address);
+  *hostPtr = allocation->hostAddress(address);
   return orSuccess;
 }
 

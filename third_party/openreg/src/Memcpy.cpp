@@ -59,7 +59,7 @@ void* hostAddress(const End& end, size_t count, const char* context, Allocation*
   uintptr_t base;
   *allocation = findAllocation(*end.device, end.address, count, context, end.role, &base);
   if (*allocation == nullptr) return nullptr;
-  return end.device->arena.load(std::memory_order_relaxed)->hostAddress(end.address);
+  return (*allocation)->hostAddress(end.address);
 }
 
 // The validation shared by orMemcpy and orMemcpyAsync. A valid, non-empty copy
