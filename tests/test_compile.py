@@ -51,6 +51,43 @@ def assert_all_same(actual, expected):
         assert_all_same(a, e)
 
 
+@pytest.mark.slow
+def test_registration_waits_for_dynamo_and_inductor_imports():
+    """import torch imports neither Dynamo nor Inductor (they cost seconds);
+    openreg registers when they are imported, and at once if torch_openreg is
+    imported after them."""
+    check = """
+        import sys, torch
+        {before}
+        assert not any(name.startswith(("torch._dynamo", "torch._inductor")) for name in sys.modules) or {after_them}
+        import torch_openreg
+        from torch._dynamo.device_interface import get_interface_for_device
+        from torch._inductor.codegen.common import get_device_op_overrides, get_scheduling_for_device
+        import torch._inductor.compile_fx
+        print(get_interface_for_device("openreg").__name__, get_scheduling_for_device("openreg").__name__,
+              type(get_device_op_overrides("openreg")).__name__)
+        """
+    expected = "OpenRegInterface OpenRegScheduling OpenRegDeviceOpOverrides\n"
+    assert check_ok(run_python(check.format(before="", after_them=False))) == expected
+    after = "import torch._dynamo.device_interface, torch._inductor.compile_fx"
+    assert check_ok(run_python(check.format(before=after, after_them=True), TORCH_DEVICE_BACKEND_AUTOLOAD=0)) == expected
+
+
+def test_device_interface_answers_for_openreg(default_streams):
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device(DEVICE)
+    assert interface.get_device_properties(0).multi_processor_count >= 1
+    assert interface.Worker.get_device_properties(f"{DEVICE}:0").total_memory > 0
+    assert interface.current_device() == torch.openreg.current_device()
+    assert interface.get_raw_stream(0) == 0  # the default stream
+    stream = torch.openreg.Stream()
+    interface._set_stream_by_id(stream.stream_id, stream.device_index, stream.device_type)
+    assert interface.current_stream() == stream
+    assert interface.get_raw_stream(0) == stream.openreg_stream != 0
+    assert interface.is_dtype_supported(torch.bfloat16)
+
+
 def test_pointwise_kernel_runs_on_host_views():
     def fn(x, y):
         return (x * y + 1).relu()
