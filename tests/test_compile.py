@@ -88,6 +88,32 @@ def test_device_interface_answers_for_openreg(default_streams):
     assert interface.is_dtype_supported(torch.bfloat16)
 
 
+def test_call_on_host_hands_the_kernel_host_views():
+    """What the generated wrapper's call_on_host gives a kernel: a CPU tensor
+    over the same bytes, offset, sizes and strides for each openreg tensor;
+    other arguments unchanged."""
+    from torch_openreg._C import _call_on_host
+
+    x = make_cpu((4, 6))
+    device_view = x.to(DEVICE).t()[1:]
+    seen = _call_on_host(lambda t, n, c: (t.device.type, t.clone(), t.stride(), n, c is x), device_view, 7, x)
+    assert seen[0] == "cpu" and torch.equal(seen[1], x.t()[1:]) and seen[2] == x.t()[1:].stride()
+    assert seen[3:] == (7, True)
+    out = torch.empty(3, device=DEVICE)
+    _call_on_host(lambda t: t.fill_(2.5), out)  # kernels write in place
+    assert_same(out, torch.full((3,), 2.5))
+
+
+def test_call_on_host_bad_arguments():
+    from torch_openreg._C import _call_on_host
+
+    with pytest.raises(ValueError, match="needs the kernel"):
+        _call_on_host()
+    if torch.openreg.device_count() > 1:
+        with pytest.raises(RuntimeError, match="tensors on two devices, openreg:0 and openreg:1"):
+            _call_on_host(lambda *args: None, torch.ones(1, device="openreg:0"), torch.ones(1, device="openreg:1"))
+
+
 def test_pointwise_kernel_runs_on_host_views():
     def fn(x, y):
         return (x * y + 1).relu()
