@@ -13,6 +13,7 @@
 #include "aten/Fallback.h"
 #include "python/MemorySnapshot.h"
 #include "distributed/ProcessGroupOpenRegPython.h"
+#include "inductor/HostKernelCall.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -273,4 +274,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_open_storage", &py_ipc_open_storage);
   m.def("_ipc_release_reference", &py_ipc_release_reference);
   m.def("_ipc_collect", &py_ipc_collect);
+  m.add_object(
+      at::openreg::host_kernel_call_method.ml_name,
+      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::host_kernel_call_method, nullptr, m.ptr())));
 }

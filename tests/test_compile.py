@@ -1,0 +1,484 @@
+"""torch.compile with the default backend (Inductor) on openreg.
+
+Every test compiles the same function for the CPU and for openreg and
+compares: bit for bit where Inductor emits the same kernels for both devices
+(it does unless docs/compile.md says otherwise). Memory protection stays on:
+a generated kernel that read a device address would crash the process.
+
+Compiling costs one C++ compiler run per kernel, so the quick subset is small
+and the rest is marked slow. The session compiles into its own Inductor cache
+directory (the ``inductor_cache`` fixture), so no test depends on what other
+processes cached.
+"""
+import signal
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from conftest import DEVICE, assert_same, check_ok, make_cpu, parse_key_values, run_python
+
+
+@pytest.fixture(scope="module", autouse=True)
+def inductor_cache(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("inductor_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(directory))
+        yield directory
+    torch._dynamo.reset()
+
+
+def to_device(value):
+    if isinstance(value, torch.Tensor):
+        return value.to(DEVICE)
+    return value
+
+
+def compile_on_both(fn, *cpu_args, **compile_kwargs):
+    """(openreg result, CPU result, openreg output code) of ``fn`` compiled
+    separately for each device."""
+    expected = torch.compile(fn, **compile_kwargs)(*cpu_args)
+    actual, code = run_and_get_code(torch.compile(fn, **compile_kwargs), *map(to_device, cpu_args))
+    return actual, expected, code
+
+
+def assert_all_same(actual, expected):
+    if isinstance(expected, torch.Tensor):
+        assert_same(actual, expected)
+        return
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert_all_same(a, e)
+
+
+@pytest.mark.slow
+def test_registration_waits_for_dynamo_and_inductor_imports():
+    """import torch imports neither Dynamo nor Inductor (they cost seconds);
+    openreg registers when they are imported, and at once if torch_openreg is
+    imported after them."""
+    check = """
+        import sys, torch
+        {before}
+        assert not any(name.startswith(("torch._dynamo", "torch._inductor")) for name in sys.modules) or {after_them}
+        import torch_openreg
+        from torch._dynamo.device_interface import get_interface_for_device
+        from torch._inductor.codegen.common import get_device_op_overrides, get_scheduling_for_device
+        import torch._inductor.compile_fx
+        print(get_interface_for_device("openreg").__name__, get_scheduling_for_device("openreg").__name__,
+              type(get_device_op_overrides("openreg")).__name__)
+        """
+    expected = "OpenRegInterface OpenRegScheduling OpenRegDeviceOpOverrides\n"
+    assert check_ok(run_python(check.format(before="", after_them=False))) == expected
+    after = "import torch._dynamo.device_interface, torch._inductor.compile_fx"
+    assert check_ok(run_python(check.format(before=after, after_them=True), TORCH_DEVICE_BACKEND_AUTOLOAD=0)) == expected
+
+
+def test_device_interface_answers_for_openreg(default_streams):
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device(DEVICE)
+    assert interface.get_device_properties(0).multi_processor_count >= 1
+    assert interface.Worker.get_device_properties(f"{DEVICE}:0").total_memory > 0
+    assert interface.current_device() == torch.openreg.current_device()
+    assert interface.get_raw_stream(0) == 0  # the default stream
+    stream = torch.openreg.Stream()
+    interface._set_stream_by_id(stream.stream_id, stream.device_index, stream.device_type)
+    assert interface.current_stream() == stream
+    assert interface.get_raw_stream(0) == stream.openreg_stream != 0
+    assert interface.is_dtype_supported(torch.bfloat16)
+
+
+def test_call_on_host_hands_the_kernel_host_views():
+    """What the generated wrapper's call_on_host gives a kernel: a CPU tensor
+    over the same bytes, offset, sizes and strides for each openreg tensor;
+    other arguments unchanged."""
+    from torch_openreg._C import _call_on_host
+
+    x = make_cpu((4, 6))
+    device_view = x.to(DEVICE).t()[1:]
+    seen = _call_on_host(lambda t, n, c: (t.device.type, t.clone(), t.stride(), n, c is x), device_view, 7, x)
+    assert seen[0] == "cpu" and torch.equal(seen[1], x.t()[1:]) and seen[2] == x.t()[1:].stride()
+    assert seen[3:] == (7, True)
+    out = torch.empty(3, device=DEVICE)
+    _call_on_host(lambda t: t.fill_(2.5), out)  # kernels write in place
+    assert_same(out, torch.full((3,), 2.5))
+
+
+def test_call_on_host_bad_arguments():
+    from torch_openreg._C import _call_on_host
+
+    with pytest.raises(ValueError, match="needs the kernel"):
+        _call_on_host()
+    if torch.openreg.device_count() > 1:
+        with pytest.raises(RuntimeError, match="tensors on two devices, openreg:0 and openreg:1"):
+            _call_on_host(lambda *args: None, torch.ones(1, device="openreg:0"), torch.ones(1, device="openreg:1"))
+
+
+def test_pointwise_kernel_runs_on_host_views():
+    def fn(x, y):
+        return (x * y + 1).relu()
+
+    x, y = make_cpu((8, 33), seed=1), make_cpu((8, 33), seed=2)
+    actual, expected, code = compile_on_both(fn, x, y)
+    assert_same(actual, expected)
+    # The generated wrapper calls its C++ kernel through the host-access call.
+    assert any("call_on_host(cpp_fused" in line for line in "\n".join(code).splitlines())
+
+
+def test_kernel_called_without_host_access_faults():
+    """The negative control: the same compiled function, with the host-access
+    call replaced by a direct call, hands the kernel device addresses, and the
+    first read faults. So a passing compiled test proves the kernels read
+    only host views."""
+    proc = run_python(
+        """
+        import torch, torch_openreg._C as C
+        C._call_on_host = lambda kernel, *args: kernel(*args)
+        x = torch.ones(64, device="openreg")
+        print(torch.compile(lambda t: t * 2 + 1)(x).cpu().sum().item())
+        """,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+
+
+def test_reduction_fused_with_pointwise():
+    """softmax: reductions and pointwise nodes fused into one C++ kernel (the
+    scheduler's GPU-only loop re-indexing crashed here)."""
+    actual, expected, _ = compile_on_both(lambda x: torch.softmax(x, -1) * 2, make_cpu((6, 70), seed=3))
+    assert_same(actual, expected)
+
+
+F = torch.nn.functional
+
+def reductions_and_norms(x, w, b, rows):
+    return (
+        x.sum(-1),
+        F.log_softmax(x, 0),
+        x - x.mean((0,), keepdim=True),
+        torch.var_mean(x, -1),
+        F.layer_norm(x, (40,)),
+        F.batch_norm(rows, None, None, w, b, training=True),
+        (rows.reshape(40, 20) * torch.rsqrt(rows.reshape(40, 20).pow(2).mean(-1, keepdim=True) + 1e-6)).reshape(
+            rows.shape
+        ),
+    )
+
+
+def matmul_and_convolution(x, w, b, image, kernel):
+    return (
+        F.relu(F.linear(x, w, b)),
+        (x @ w.t()).sigmoid() * 2,
+        torch.bmm(x.view(2, 4, 16), w.view(2, 4, 16).transpose(1, 2)) + 1,
+        F.conv2d(image, kernel, b[:4]).relu(),
+    )
+
+
+def indexing_and_views(x, index, weight, target):
+    return (
+        x.t().reshape(3, -1)[1:, ::2].contiguous() + x.view(-1)[:1],
+        x.index_put((index,), torch.tensor(3.0)),
+        F.embedding(index, weight).sum(0),
+        F.cross_entropy(x, target),
+        x.cumsum(1),
+        x.sort(-1).values,
+        x.argmax(-1),
+        F.max_pool2d(x.view(1, 2, 4, 3), 2),
+        F.avg_pool2d(x.view(1, 2, 4, 3), 2),
+    )
+
+
+def dtypes(x, integers, scalar):
+    return (
+        (x.half() * 3).sum(-1),
+        torch.softmax(x.bfloat16(), -1),
+        (integers * 3 // 2) % 5,
+        x * scalar,
+    )
+
+
+# Functions whose openreg kernels are the CPU's, so results are bit for bit.
+SAME_CODE_CASES = {
+    "reductions_and_norms": (
+        reductions_and_norms,
+        lambda: (make_cpu((8, 40)), make_cpu(4, seed=1), make_cpu(4, seed=2), make_cpu((8, 4, 5, 5), seed=3)),
+    ),
+    "matmul_and_convolution": (
+        matmul_and_convolution,
+        lambda: (
+            make_cpu((8, 16)),
+            make_cpu((8, 16), seed=1),
+            make_cpu(8, seed=2),
+            make_cpu((2, 3, 8, 8), seed=3),
+            make_cpu((4, 3, 3, 3), seed=4),
+        ),
+    ),
+    "indexing_and_views": (
+        indexing_and_views,
+        lambda: (
+            make_cpu((8, 3)),
+            make_cpu(4, torch.int64, low=0, high=7),
+            make_cpu((8, 5), seed=1),
+            make_cpu(8, torch.int64, low=0, high=2, seed=2),
+        ),
+    ),
+    "dtypes": (dtypes, lambda: (make_cpu((8, 60)), make_cpu((8, 6), torch.int64), torch.tensor(2.5))),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SAME_CODE_CASES))
+def test_same_kernels_as_cpu(name):
+    fn, make_args = SAME_CODE_CASES[name]
+    actual, expected, _ = compile_on_both(fn, *make_args())
+    assert_all_same(actual, expected)
+
+
+@pytest.mark.slow
+def test_pointwise_cat_agrees_within_tolerance():
+    """Inductor writes `cat` of computed inputs as one pointwise kernel on
+    openreg and as one kernel per input on the CPU (docs/compile.md): the
+    results agree within the tolerances of Inductor's own OpInfo tests."""
+    fn = lambda x, y: torch.cat([x.sin(), y.cos()], 1)  # noqa: E731
+    actual, expected, _ = compile_on_both(fn, make_cpu((8, 6)), make_cpu((8, 3), seed=1))
+    assert actual.device.type == DEVICE and actual.dtype == expected.dtype and actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.slow
+def test_mutated_inputs_and_in_place_ops():
+    def fn(x, y):
+        x.add_(1).mul_(2)
+        y[1:3] = x[0]
+        return x.sum()
+
+    x, y = make_cpu((4, 6)), make_cpu((4, 6), seed=1)
+    xd, yd = x.to(DEVICE), y.to(DEVICE)
+    expected = torch.compile(fn)(x, y)
+    actual = torch.compile(fn)(xd, yd)
+    assert_same(actual, expected)
+    assert_same(xd, x)
+    assert_same(yd, y)
+
+
+@pytest.mark.slow
+def test_random_ops_match_compiled_cpu_and_with_fallback_random_eager():
+    """Inductor's C++ kernels draw random numbers with their own generator
+    seeded from the device's generator; openreg's generator is the CPU's
+    algorithm, so the compiled results equal the compiled CPU's for the same
+    seed. With config.fallback_random, random ops run eagerly and equal eager
+    results."""
+
+    def fn(x):
+        return x + torch.rand_like(x), F.dropout(x, 0.5, True)
+
+    x = make_cpu((8, 6))
+    torch.manual_seed(7)
+    expected = torch.compile(fn)(x)
+    torch.manual_seed(7)
+    actual = torch.compile(fn)(x.to(DEVICE))
+    assert_all_same(actual, expected)
+
+    with torch._inductor.config.patch(fallback_random=True):
+        torch.manual_seed(7)
+        eager = fn(x.to(DEVICE))
+        torch.manual_seed(7)
+        compiled = torch.compile(lambda t: fn(t))(x.to(DEVICE))
+    assert_all_same(compiled, tuple(t.cpu() for t in eager))
+
+
+def make_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)
+    )
+
+
+@pytest.mark.slow
+def test_module_forward_backward_and_compiled_optimizer_step():
+    """Two training steps of a compiled module with a compiled Adam step:
+    losses, gradients and parameters are the compiled CPU's bit for bit. Adam
+    is told its implementation: by default it takes the multi-tensor (foreach)
+    one on openreg, as on CUDA, and the single-tensor one on the CPU, which
+    round differently."""
+
+    def train(model, x, target, steps=2):
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, foreach=False)
+        compiled_model = torch.compile(model)
+
+        @torch.compile
+        def step():
+            optimizer.step()
+
+        results = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = F.mse_loss(compiled_model(x), target)
+            loss.backward()
+            results += [loss.detach(), *(p.grad.clone() for p in model.parameters())]
+            step()
+        return results + [p.detach() for p in model.parameters()]
+
+    x, target = make_cpu((8, 12)), make_cpu((8, 4), seed=1)
+    expected = train(make_mlp(), x, target)
+    actual = train(make_mlp().to(DEVICE), x.to(DEVICE), target.to(DEVICE))
+    assert_all_same(actual, expected)
+
+
+@pytest.mark.slow
+def test_dynamic_shapes_marked_and_automatic():
+    def fn(x):
+        return torch.softmax(x, -1) + x.shape[0]
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    compiled = torch.compile(fn, backend=counter)
+    first = make_cpu((4, 10))
+    torch._dynamo.mark_dynamic(first_device := first.to(DEVICE), 0)
+    assert_same(compiled(first_device), torch.compile(fn)(first))
+    for rows in (5, 7):
+        x = make_cpu((rows, 10), seed=rows)
+        assert_same(compiled(x.to(DEVICE)), fn(x))
+    assert counter.frame_count == 1  # one dynamic graph served every size
+
+    automatic = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    compiled = torch.compile(lambda x: x.cos() * 2, backend=automatic)
+    for columns in (3, 4, 6):
+        x = make_cpu((2, columns), seed=columns)
+        assert_same(compiled(x.to(DEVICE)), torch.compile(lambda x: x.cos() * 2)(x))
+    assert automatic.frame_count == 2  # static first, then one dynamic graph
+
+
+@pytest.mark.slow
+def test_graph_break():
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.exp() + 1
+
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    x = make_cpu((5, 5))
+    assert_same(torch.compile(fn, backend=counter)(x.to(DEVICE)), torch.compile(fn)(x))
+    assert counter.frame_count == 2
+
+
+@pytest.mark.slow
+def test_autocast_inside_compile():
+    """Under autocast, the compiled result has eager autocast's dtypes on
+    openreg (CUDA's lists) and its values within float16 tolerance."""
+
+    def fn(x, w):
+        with torch.autocast(DEVICE, dtype=torch.float16):
+            y = x @ w
+            return y, y.float().softmax(-1)
+
+    x, w = make_cpu((8, 16)).to(DEVICE), make_cpu((16, 8), seed=1).to(DEVICE)
+    eager = fn(x, w)
+    compiled = torch.compile(fn)(x, w)
+    for a, e in zip(compiled, eager):
+        assert a.device.type == DEVICE and a.dtype == e.dtype
+        torch.testing.assert_close(a.cpu(), e.cpu(), atol=1e-3, rtol=1e-3)
+    assert compiled[0].dtype == torch.float16
+
+
+@pytest.mark.slow
+def test_mode_max_autotune():
+    fn = lambda x, w: (x @ w).relu() + 1  # noqa: E731
+    x, w = make_cpu((16, 32)), make_cpu((32, 8), seed=1)
+    actual, expected, _ = compile_on_both(fn, x, w, mode="max-autotune")
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+@pytest.mark.slow
+def test_mode_reduce_overhead_runs_and_says_no_device_graph():
+    fn = lambda x: x.sin() * 3  # noqa: E731
+    x = make_cpu((4, 4))
+    with pytest.warns(UserWarning, match="capture no device graph"):
+        actual = torch.compile(fn, mode="reduce-overhead")(x.to(DEVICE))
+    assert_same(actual, torch.compile(fn)(x))
+
+
+# Bad input.
+
+
+def test_mixing_cpu_and_openreg_tensors_raises_the_eager_error():
+    x, y = torch.ones(3, device=DEVICE), torch.ones(3)
+    with pytest.raises(Exception, match="Expected all tensors to be on the same device"):
+        x + y
+    with pytest.raises(Exception, match="Expected all tensors to be on the same device"):
+        torch.compile(lambda a, b: a + b)(x, y)
+
+
+def test_fullgraph_reports_the_graph_break_reason_as_on_cpu():
+    def fn(x):
+        y = x * 2
+        print("break")
+        return y + 1
+
+    def reason(device):
+        with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+            torch.compile(fn, fullgraph=True)(torch.ones(2, device=device))
+        # The message names the source line, which is the same for both.
+        return str(info.value)
+
+    assert reason(DEVICE) == reason("cpu")
+    assert "print" in reason(DEVICE)
+
+
+@pytest.mark.parametrize("setting", ["cpp_wrapper", "fx_wrapper"])
+def test_unsupported_wrapper_fails_with_inductor_error_naming_the_device(setting):
+    with torch._inductor.config.patch({setting: True}):
+        with pytest.raises(Exception) as info:
+            torch.compile(lambda x: x + 1)(torch.ones(2, device=DEVICE))
+    assert "openreg" in str(info.value) and setting in str(info.value)
+    assert not isinstance(info.value, KeyError)
+
+
+CACHED_FUNCTION = """
+import torch
+from torch._dynamo.utils import counters
+
+x = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+for device in ("openreg", "cpu"):
+    result = torch.compile(lambda t: (t * 3 - 20).relu())(x.to(device))
+    assert result.device.type == device and torch.equal(result.cpu(), (x * 3 - 20).relu())
+    print(device, "HIT=", counters["inductor"]["fxgraph_cache_hit"])
+    print(device, "MISS=", counters["inductor"]["fxgraph_cache_miss"])
+    torch._dynamo.reset()
+"""
+
+
+@pytest.mark.slow
+def test_fx_graph_cache_hits_in_a_second_process_and_stays_per_device(tmp_path):
+    """A second process compiling the same function on openreg takes the
+    compiled graph from the FX graph cache (and its kernels from the code
+    cache); a CPU compilation of the same function never gets the openreg
+    entry (the key holds the inputs' device)."""
+    def run():
+        return parse_key_values(check_ok(run_python(CACHED_FUNCTION, timeout=600, TORCHINDUCTOR_CACHE_DIR=tmp_path)))
+
+    # First process: openreg misses; then the CPU misses too, although the
+    # openreg entry of the same graph is in the cache.
+    assert run() == {"openreg HIT": "0", "openreg MISS": "1", "cpu HIT": "0", "cpu MISS": "2"}
+    # Second process: both hit, each its own entry.
+    assert run() == {"openreg HIT": "1", "openreg MISS": "0", "cpu HIT": "2", "cpu MISS": "0"}
+
+
+@pytest.mark.slow
+def test_compiling_for_the_cpu_is_unchanged_by_torch_openreg(tmp_path):
+    code = """
+        import torch
+        from torch._inductor.utils import run_and_get_code
+
+        def fn(x, y):
+            return torch.softmax(x @ y, -1) / 3 + torch.nn.functional.layer_norm(x, (8,))
+
+        _, code = run_and_get_code(torch.compile(fn), torch.randn(8, 8), torch.randn(8, 8))
+        print("\\n".join(line for line in "\\n".join(code).splitlines() if not line.startswith("# AOT ID")))
+        """
+    # No FX graph cache (each process writes its code), but a shared code
+    # cache: the second process loads the kernels the first compiled.
+    env = {"TORCHINDUCTOR_FX_GRAPH_CACHE": 0, "TORCHINDUCTOR_CACHE_DIR": tmp_path}
+    without = check_ok(run_python(code, timeout=600, TORCH_DEVICE_BACKEND_AUTOLOAD=0, **env))
+    with_openreg = check_ok(run_python(code, timeout=600, **env))
+    assert "cpp_fused" in without
+    assert with_openreg == without
