@@ -12,10 +12,10 @@ namespace {
 
 at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
   const DeviceCall call("aten::abs.out", self, Written{out});
-  HostCall host_call(call, "aten::abs.out");
-  at::Tensor host_out = host_call.host(out);
-  at::native::abs_out(host_call.host(self), host_out);
-  host_call.finish();
+  HostCall host_call(call);
+  at::Tensor host_out = host_call.alias(out);
+  at::native::abs_out(host_call.alias(self), host_out);
+  host_call.write_back();
   return out;
 }
 

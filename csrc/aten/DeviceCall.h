@@ -27,30 +27,37 @@ class DeviceCall {
  public:
   template <typename... Args>
   explicit DeviceCall(std::string_view op, const Args&... args)
-      : device_(common_device(op, args...)), guard_(device_) {}
+      : op_(op), device_(common_device(op, args...)), guard_(device_) {}
 
-  // For a caller that checked the device itself (the boxed fallback walks
-  // the operator's stack with a DeviceCheck).
-  explicit DeviceCall(c10::Device checked_device) : device_(checked_device), guard_(device_) {}
+  // For a caller that chose the device itself: the boxed fallback, which
+  // checks the operator's stack with a DeviceCheck, and device-generic
+  // kernels, which run on the device of their first openreg argument.
+  DeviceCall(std::string_view op, c10::Device device) : op_(op), device_(device), guard_(device_) {}
+
+  std::string_view op() const {
+    return op_;
+  }
 
   c10::Device device() const {
     return device_;
   }
 
  private:
+  std::string_view op_;  // the operator's name, for errors
   c10::Device device_;
   c10::openreg::OpenRegGuard guard_;
 };
 
 // The host views of one DeviceCall (HostView.h), for a kernel that runs CPU
-// code on openreg memory: host() maps a tensor, generator() the generator,
-// finish() carries what the CPU code did to out= arguments back.
+// code on openreg memory: alias() maps a tensor, generator() the generator,
+// write_back() carries what the CPU code did to out= arguments back, and
+// to_device() maps a result.
 class HostCall {
  public:
-  HostCall(const DeviceCall& call, std::string_view op) : device_(call.device()), views_(device_, op) {}
+  explicit HostCall(const DeviceCall& call) : device_(call.device()), views_(device_, call.op()) {}
 
   // An openreg tensor becomes its host view; CPU and undefined ones pass.
-  at::Tensor host(const at::Tensor& tensor) {
+  at::Tensor alias(const at::Tensor& tensor) {
     return tensor.defined() && tensor.is_privateuseone() ? views_.alias(tensor) : tensor;
   }
 
@@ -58,7 +65,7 @@ class HostCall {
   template <typename T>
   decltype(auto) argument(const T& value) {
     if constexpr (std::is_same_v<T, at::Tensor>) {
-      return host(value);
+      return alias(value);
     } else {
       return (value);
     }
@@ -70,8 +77,12 @@ class HostCall {
     return c10::openreg::host_generator_for(generator, device_);
   }
 
-  void finish() {
+  void write_back() {
     views_.write_back();
+  }
+
+  at::Tensor to_device(const at::Tensor& host_result) {
+    return views_.to_device(host_result);
   }
 
  private:

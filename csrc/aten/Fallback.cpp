@@ -25,10 +25,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
+#include "aten/DeviceCall.h"
 #include "aten/HostView.h"
 #include "aten/IValueTensors.h"
 #include "runtime/OpenRegFunctions.h"
@@ -193,8 +192,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
     const bool cpu_allowed = static_cast<int>(i) == policy.cpu_indices_argument;
     for_each_tensor(value, [&](const at::Tensor& t) { check.check(t, cpu_allowed); });
   }
-  const c10::Device device = check.device();
-  c10::DeviceGuard guard(device);
+  const DeviceCall call(policy.name, check.device());
+  const c10::Device device = call.device();
 
   // Random operators draw from the device's generator, never the CPU's.
   if (policy.generator_argument >= 0) {

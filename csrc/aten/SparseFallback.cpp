@@ -22,7 +22,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
+#include "aten/DeviceCall.h"
 #include "aten/Fallback.h"
 #include "aten/IValueTensors.h"
 #include "runtime/OpenRegGenerator.h"
@@ -214,8 +214,8 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
       for_each_tensor(value, [&](const at::Tensor& t) { check.check(t); });
     }
   }
-  const c10::Device device = check.device();
-  c10::DeviceGuard guard(device);
+  const DeviceCall call(name, check.device());
+  const c10::Device device = call.device();
   count_fallback_call(op);
 
   // The arguments replaced by host views stay alive here: HostViews borrows

@@ -40,7 +40,7 @@ class StructuredKernel final : public Op::Native {
   explicit StructuredKernel(const at::Tensor& out, HostCall* call = nullptr)
       : call_(call), device_out_(c10::MaybeOwned<at::Tensor>::borrowed(out)) {
     if constexpr (HostOutput) {
-      host_out_ = call->host(out);
+      host_out_ = call->alias(out);
     }
   }
 
@@ -167,7 +167,7 @@ class StructuredKernel final : public Op::Native {
                   sizes, allocator, keys, options.dtype().toScalarType(), options.memory_format_opt())
             : at::detail::empty_strided_generic(sizes, strides, allocator, keys, options.dtype().toScalarType()));
     if constexpr (HostOutput) {
-      host_out_ = call_->host(*device_out_);
+      host_out_ = call_->alias(*device_out_);
     }
   }
 

@@ -69,12 +69,12 @@ c10::MaybeOwned<at::Tensor> run(std::string_view name, const at::Tensor& out, co
   // temporaries it makes for promoted inputs (an expanded operand cast to the
   // common dtype becomes contiguous), which the direct attempt, over the
   // uncast inputs, could not see. That attempt left `out` untouched.
-  HostCall host_call(device_call, name);
+  HostCall host_call(device_call);
   StructuredKernel<Op, /*HostOutput=*/true> host(out, &host_call);
-  const at::Tensor host_self = host_call.host(self);
+  const at::Tensor host_self = host_call.alias(self);
   host.meta(host_self, host_call.argument(rest)...);
   host.impl(host_self, host_call.argument(rest)..., host.output());
-  host_call.finish();
+  host_call.write_back();
   return host.take_result();
 }
 

@@ -25,12 +25,12 @@ c10::MaybeOwned<at::Tensor> sum_on_host(
     bool keepdim,
     std::optional<c10::ScalarType> dtype) {
   const DeviceCall call(name, self, Written{out});
-  HostCall host_call(call, name);
+  HostCall host_call(call);
   StructuredKernel<sum_op, /*HostOutput=*/true> kernel(out, &host_call);
-  const at::Tensor host_self = host_call.host(self);
+  const at::Tensor host_self = host_call.alias(self);
   kernel.meta(host_self, dim, keepdim, dtype);
   kernel.impl(host_self, dim, keepdim, dtype, kernel.output());
-  host_call.finish();
+  host_call.write_back();
   return kernel.take_result();
 }
 
