@@ -10,6 +10,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/Fallback.h"
+#include "aten/FallbackControls.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
