@@ -612,3 +612,24 @@ def test_hybrid_and_autograd_of_sum():
     torch.sparse.sum(x_cpu, dim=1).to_dense().pow(2).sum().backward()
     torch.sparse.sum(x, dim=1).to_dense().pow(2).sum().backward()
     assert_sparse_same(x.grad, x_cpu.grad)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=layout_id)
+def test_structure_operators_run_on_the_tensors_device(layout):
+    # The device-generic structure kernels allocate components on their argument's device, not the current one;
+    # copy_ takes a source on the CPU, as on CUDA.
+    dense = sparse_input(torch.float32, (4, 6))
+    convert = (lambda t: t.to_sparse()) if layout == torch.sparse_coo else (lambda t: t.to_sparse_csr())
+    expected = convert(dense)
+    on_1 = convert(dense.to("openreg:1"))
+    with torch.openreg.device(0):
+        results = [on_1.clone(), torch.empty_like(on_1), on_1.clone().zero_(), on_1.clone().copy_(expected)]
+    for result in results:
+        assert result.device == torch.device("openreg:1")
+        assert result.values().device == torch.device("openreg:1")
+    assert_sparse_same(results[0], expected)
+    assert_sparse_same(results[3], expected)
+    assert_sparse_same(results[2], convert(torch.zeros(4, 6)))
+    into_cpu = convert(2 * dense).copy_(on_1)  # same pattern: compressed copies need equal nnz
+    assert into_cpu.device.type == "cpu"
+    assert torch.equal(into_cpu.to_dense(), dense)

@@ -1,11 +1,17 @@
-"""Operators served by DispatchStub kernels: their
-functional, in-place and `.out` overloads are openreg kernels that reach
-REGISTER_PRIVATEUSE1_DISPATCH stub kernels, so they never use the CPU
-fallback, and they equal the CPU bit for bit (same CPU loops on the same
-memory), on the direct path (operands in the common dtype) as on the host
-path (casts, CPU scalars)."""
+"""Operators whose ATen implementation calls a DispatchStub: their
+functional, in-place and `.out` overloads are openreg kernels that run
+libtorch's structured impl, which calls the CPU kernel of the stub on device
+memory, so they never use the CPU fallback, and they equal the CPU bit for bit
+(same CPU loops on the same memory), on the direct path (operands in the
+common dtype) as on the host path (casts, CPU scalars). Attention asks the
+device's _fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH) for a
+backend and gets the CPU's answer."""
+import pathlib
+import struct
+
 import pytest
 import torch
+import torch_openreg
 
 from conftest import ALL_DTYPES, DEVICE, assert_same, dtype_id, make_cpu
 
@@ -257,3 +263,53 @@ def test_stub_operators_never_use_the_fallback():
               "add", "sub", "mul", "div", "eq", "sum"}
     used = {name.split("::")[1].split(".")[0].rstrip("_") for name in stats}
     assert not used & served, stats
+
+
+def test_attention_takes_the_cpus_backend_choice():
+    q, k, v = (make_cpu((2, 4, 8, 16), torch.float32, seed=s) for s in (1, 2, 3))
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.openreg.reset_fallback_stats()
+    got = torch.nn.functional.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True)
+    assert_same(got, expected)
+    # The CPU's choice is its flash kernel (the math composite differs in the last bits).
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in torch.openreg.fallback_stats()
+
+
+def test_attention_with_dropout_takes_the_math_backend():
+    q, k, v = (make_cpu((2, 4, 8, 16), torch.float32, seed=s).to(DEV) for s in (1, 2, 3))
+    torch.openreg.reset_fallback_stats()
+    torch.manual_seed(0)
+    got = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    # math's dropout draws from the openreg generator: the same seed, the same mask.
+    torch.manual_seed(0)
+    again = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert torch.equal(got.cpu(), again.cpu())
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in torch.openreg.fallback_stats()
+
+
+def _dynamic_symbol_names(library):
+    """The .dynstr section of an ELF64 little-endian shared library: the names of every symbol it imports and
+    exports."""
+    data = pathlib.Path(library).read_bytes()
+    section_offset, = struct.unpack_from("<Q", data, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+
+    def section(i):
+        name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", data, section_offset + i * entry_size)
+        return name, data[offset:offset + size]
+
+    section_names = section(names_index)[1]
+    for i in range(count):
+        name, body = section(i)
+        if section_names[name:section_names.index(b"\0", name)] == b".dynstr":
+            return body
+    raise AssertionError(f"no .dynstr in {library}")
+
+
+def test_extension_links_no_dispatch_stub_member():
+    # A DispatchStub's members (its per-CPU-capability kernel pointers, DispatchStubImpl::get_call_ptr) change
+    # with build macros that differ between CPU architectures; an extension that references one fails to load on
+    # another architecture's libtorch. Only the stub objects themselves may be referenced.
+    names = _dynamic_symbol_names(torch_openreg._C.__file__)
+    assert b"_ZN2at6native" in names  # the parser found the imported ATen symbols
+    assert b"DispatchStub" not in names

@@ -15,11 +15,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
@@ -48,9 +46,8 @@ void non_finite_check_and_unscale(at::TensorList scaled_grads, at::Tensor& found
   for (const at::Tensor& grad : scaled_grads) {
     check_on_openreg(check, grad, kUnscaleOp, "each of scaled_grads");
   }
-  const c10::Device device = check.device();
-  c10::DeviceGuard guard(device);
-  HostViews views(device, kUnscaleOp);
+  const DeviceCall call(kUnscaleOp, check.device());
+  HostCall views(call);
   std::vector<at::Tensor> host_grads;
   host_grads.reserve(scaled_grads.size());
   for (const at::Tensor& grad : scaled_grads) {
@@ -71,9 +68,8 @@ at::Tensor& update_scale(
   check_on_openreg(check, current_scale, kUpdateScaleOp, "current_scale");
   check_on_openreg(check, growth_tracker, kUpdateScaleOp, "growth_tracker");
   check_on_openreg(check, found_inf, kUpdateScaleOp, "found_inf");
-  const c10::Device device = check.device();
-  c10::DeviceGuard guard(device);
-  HostViews views(device, kUpdateScaleOp);
+  const DeviceCall call(kUpdateScaleOp, check.device());
+  HostCall views(call);
   at::Tensor host_scale = views.alias(current_scale);
   at::Tensor host_growth_tracker = views.alias(growth_tracker);
   at::_amp_update_scale_(

@@ -5,11 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
@@ -25,10 +23,8 @@ at::Tensor convolution_overrideable(
     c10::IntArrayRef output_padding,
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
-  const c10::Device device =
-      common_device("aten::convolution_overrideable", input, weight, bias_tensor);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::convolution_overrideable");
+  const DeviceCall call("aten::convolution_overrideable", input, weight, bias_tensor);
+  HostCall views(call);
   const at::Tensor output = at::convolution(
       views.alias(input),
       views.alias(weight),
@@ -53,10 +49,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     c10::IntArrayRef output_padding,
     int64_t groups,
     std::array<bool, 3> output_mask) {
-  const c10::Device device =
-      common_device("aten::convolution_backward_overrideable", grad_output, input, weight);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::convolution_backward_overrideable");
+  const DeviceCall call("aten::convolution_backward_overrideable", grad_output, input, weight);
+  HostCall views(call);
   // The bias gradient has one entry per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(

@@ -44,15 +44,7 @@ c10::Device DeviceCheck::device() const {
 }
 
 void DeviceCheck::mismatch(c10::Device other) const {
-  TORCH_CHECK(
-      false,
-      "Expected all tensors to be on the same device, but found at least two devices, ",
-      device(),
-      " and ",
-      other,
-      "! (when checking the arguments of ",
-      op_name_,
-      " on openreg)");
+  device_mismatch(op_name_, device(), other);
 }
 
 } // namespace at::openreg

@@ -9,6 +9,17 @@
 
 namespace at::openreg {
 
+// PyTorch's message for tensors on two devices (CUDA raises it), naming the
+// operator: every openreg kernel reports a mismatch through this. Inline, so
+// that the separately loaded operator library (csrc/extra_ops) can use it
+// without linking the backend.
+[[noreturn]] inline void device_mismatch(std::string_view op, c10::Device device, c10::Device other) {
+  TORCH_CHECK(
+      false,
+      "Expected all tensors to be on the same device, but found at least two devices, ",
+      device, " and ", other, "! (when checking the arguments of ", op, ")");
+}
+
 // The device an operator runs on, checked the way CUDA checks it: every tensor
 // argument on one openreg device, except 0-dim CPU tensors (scalars) and
 // arguments the operator accepts on the CPU (cpu_allowed, e.g. the indices of

@@ -14,11 +14,9 @@
 #include <ATen/ops/dropout_native.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/HostView.h"
-#include "runtime/OpenRegGenerator.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
@@ -27,8 +25,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
     const at::Tensor& input,
     double p,
     std::optional<bool> train) {
-  c10::DeviceGuard guard(input.device());
-  HostViews views(input.device(), "aten::native_dropout");
+  const DeviceCall call("aten::native_dropout", input);
+  HostCall views(call);
   const at::Tensor host_input = views.alias(input);
   at::Tensor output;
   at::Tensor mask;
@@ -42,7 +40,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
     // layout): bernoulli_ fills it in memory order, so a permuted input gets
     // the CPU's mask only if the mask is permuted the same way.
     mask = at::empty_like(host_input, host_input.options().dtype(at::kBool));
-    mask.bernoulli_(keep, c10::openreg::host_generator_for(std::nullopt, input.device()));
+    mask.bernoulli_(keep, views.generator(std::nullopt));
     output = host_input.mul(mask).mul_(scale);
   } else {
     mask = at::ones_like(host_input, host_input.options().dtype(at::kBool));

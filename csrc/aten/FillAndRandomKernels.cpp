@@ -28,153 +28,125 @@
 #include <ATen/ops/randperm_native.h>
 #include <ATen/ops/uniform_native.h>
 #include <ATen/ops/zero_native.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
-#include "runtime/OpenRegGenerator.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
 
 using OptionalGenerator = std::optional<at::Generator>;
 
-// One call: the device check over the tensor arguments, the device guard,
-// and host views of the openreg tensors.
-class HostKernelCall {
- public:
-  template <typename... Tensors>
-  explicit HostKernelCall(std::string_view op, const Tensors&... tensors)
-      : device_(common_device(op, tensors...)), guard_(device_), views_(device_, op) {}
-
-  at::Tensor host(const at::Tensor& tensor) {
-    return tensor.defined() && tensor.is_privateuseone() ? views_.alias(tensor) : tensor;
-  }
-
-  // The CPU generator behind `generator` (the device's default one if none);
-  // a generator of another device raises, as on CUDA.
-  OptionalGenerator generator(const OptionalGenerator& generator) const {
-    return c10::openreg::host_generator_for(generator, device_);
-  }
-
-  // Carries a resize of an out= tensor back to the openreg tensor.
-  void finish() {
-    views_.write_back();
-  }
-
- private:
-  c10::Device device_;
-  c10::DeviceGuard guard_;
-  HostViews views_;
-};
-
-// In-place fills: `fill(call, host_self)` runs the CPU's implementation.
+// In-place fills: `fill(views, host_self)` runs the CPU's implementation.
 template <typename Fill>
 at::Tensor& fill_on_host(std::string_view op, at::Tensor& self, const Fill& fill) {
-  HostKernelCall call(op, self);
-  fill(call, call.host(self));
+  const DeviceCall call(op, self);
+  HostCall views(call);
+  fill(views, views.alias(self));
   return self;
 }
 
-// out= creation and sampling: `fill(call, host_out)`; the CPU's
+// out= creation and sampling: `fill(views, host_out)`; the CPU's
 // implementation resizes `out` as it needs.
 template <typename Fill, typename... Tensors>
 at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, const Tensors&... inputs) {
-  HostKernelCall call(op, inputs..., out);
-  at::Tensor host_out = call.host(out);
-  fill(call, host_out);
-  call.finish();
+  const DeviceCall call(op, inputs..., out);
+  HostCall views(call);
+  at::Tensor host_out = views.alias(out);
+  fill(views, host_out);
+  views.write_back();
   return out;
 }
 
 at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
-  return fill_on_host("aten::fill_.Scalar", self, [&](HostKernelCall&, at::Tensor host) {
+  return fill_on_host("aten::fill_.Scalar", self, [&](HostCall&, at::Tensor host) {
     at::native::fill_(host, value);
   });
 }
 
 // `value` may be a 0-dim CPU tensor, as on CUDA.
 at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
-  HostKernelCall call("aten::fill_.Tensor", self, value);
-  at::Tensor host = call.host(self);
-  at::native::fill_(host, call.host(value));
+  const DeviceCall device_call("aten::fill_.Tensor", self, value);
+  HostCall call(device_call);
+  at::Tensor host = call.alias(self);
+  at::native::fill_(host, call.alias(value));
   return self;
 }
 
 at::Tensor& zero_(at::Tensor& self) {
-  return fill_on_host("aten::zero_", self, [](HostKernelCall&, at::Tensor host) { at::native::zero_(host); });
+  return fill_on_host("aten::zero_", self, [](HostCall&, at::Tensor host) { at::native::zero_(host); });
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
-  return fill_on_host("aten::normal_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::normal_", self, [&](HostCall& call, at::Tensor host) {
     at::native::normal_(host, mean, std, call.generator(gen));
   });
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
-  return fill_on_host("aten::uniform_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::uniform_", self, [&](HostCall& call, at::Tensor host) {
     at::native::uniform_(host, from, to, call.generator(gen));
   });
 }
 
 at::Tensor& random_(at::Tensor& self, OptionalGenerator gen) {
-  return fill_on_host("aten::random_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, call.generator(gen));
   });
 }
 
 at::Tensor& random_to_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
-  return fill_on_host("aten::random_.to", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_.to", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, to, call.generator(gen));
   });
 }
 
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
-  return fill_on_host("aten::random_.from", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_.from", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, from, to, call.generator(gen));
   });
 }
 
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, OptionalGenerator gen) {
-  return fill_on_host("aten::bernoulli_.float", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::bernoulli_.float", self, [&](HostCall& call, at::Tensor host) {
     at::native::bernoulli_(host, p, call.generator(gen));
   });
 }
 
 at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
-  HostKernelCall call("aten::bernoulli_.Tensor", self, p);
-  at::Tensor host = call.host(self);
-  at::native::bernoulli_(host, call.host(p), call.generator(gen));
+  const DeviceCall device_call("aten::bernoulli_.Tensor", self, p);
+  HostCall call(device_call);
+  at::Tensor host = call.alias(self);
+  at::native::bernoulli_(host, call.alias(p), call.generator(gen));
   return self;
 }
 
 at::Tensor& bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::bernoulli.out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
-    at::native::bernoulli_out(call.host(self), call.generator(gen), host_out);
+  return out_on_host("aten::bernoulli.out", out, [&](HostCall& call, at::Tensor& host_out) {
+    at::native::bernoulli_out(call.alias(self), call.generator(gen), host_out);
   }, self);
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
-  return fill_on_host("aten::exponential_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::exponential_", self, [&](HostCall& call, at::Tensor host) {
     at::native::exponential_(host, lambd, call.generator(gen));
   });
 }
 
 at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
-  return fill_on_host("aten::cauchy_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::cauchy_", self, [&](HostCall& call, at::Tensor host) {
     at::native::cauchy_(host, median, sigma, call.generator(gen));
   });
 }
 
 at::Tensor& log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
-  return fill_on_host("aten::log_normal_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::log_normal_", self, [&](HostCall& call, at::Tensor host) {
     at::native::log_normal_(host, mean, std, call.generator(gen));
   });
 }
 
 at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
-  return fill_on_host("aten::geometric_", self, [&](HostKernelCall& call, at::Tensor host) {
+  return fill_on_host("aten::geometric_", self, [&](HostCall& call, at::Tensor host) {
     at::native::geometric_(host, p, call.generator(gen));
   });
 }
@@ -183,14 +155,14 @@ at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
 // their output on the device as the CPU's functional kernels do (contiguous,
 // the broadcast shape), then run the out= kernel.
 at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_float_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
-    at::native::normal_out(call.host(mean), std, call.generator(gen), host_out);
+  return out_on_host("aten::normal.Tensor_float_out", out, [&](HostCall& call, at::Tensor& host_out) {
+    at::native::normal_out(call.alias(mean), std, call.generator(gen), host_out);
   }, mean);
 }
 
 at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.float_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
-    at::native::normal_out(mean, call.host(std), call.generator(gen), host_out);
+  return out_on_host("aten::normal.float_Tensor_out", out, [&](HostCall& call, at::Tensor& host_out) {
+    at::native::normal_out(mean, call.alias(std), call.generator(gen), host_out);
   }, std);
 }
 
@@ -199,8 +171,8 @@ at::Tensor& normal_tensor_tensor_out(
     const at::Tensor& std,
     OptionalGenerator gen,
     at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
-    at::native::normal_out(call.host(mean), call.host(std), call.generator(gen), host_out);
+  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](HostCall& call, at::Tensor& host_out) {
+    at::native::normal_out(call.alias(mean), call.alias(std), call.generator(gen), host_out);
   }, mean, std);
 }
 
@@ -223,19 +195,19 @@ at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, O
 }
 
 at::Tensor& randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::randperm.generator_out", out, [&](HostKernelCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::randperm.generator_out", out, [&](HostCall& call, at::Tensor& host_out) {
     at::native::randperm_out_cpu(n, call.generator(gen), host_out);
   });
 }
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  return out_on_host("aten::arange.start_out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+  return out_on_host("aten::arange.start_out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::arange_out(start, end, step, host_out);
   });
 }
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  return out_on_host("aten::linspace.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+  return out_on_host("aten::linspace.out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::linspace_out(start, end, steps, host_out);
   });
 }
@@ -246,19 +218,19 @@ at::Tensor& logspace_out(
     int64_t steps,
     double base,
     at::Tensor& out) {
-  return out_on_host("aten::logspace.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+  return out_on_host("aten::logspace.out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::logspace_out(start, end, steps, base, host_out);
   });
 }
 
 at::Tensor& eye_out(int64_t n, at::Tensor& out) {
-  return out_on_host("aten::eye.out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+  return out_on_host("aten::eye.out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, host_out);
   });
 }
 
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
-  return out_on_host("aten::eye.m_out", out, [&](HostKernelCall&, at::Tensor& host_out) {
+  return out_on_host("aten::eye.m_out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, m, host_out);
   });
 }

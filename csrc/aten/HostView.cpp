@@ -6,7 +6,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
-#include "aten/SparseFallback.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStorage.h"
@@ -130,6 +129,9 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
       return entry.host;
     }
   }
+  if (device_tensor.layout() != c10::kStrided) {  // sparse layouts; nested tensors are strided
+    return alias_sparse(device_tensor);
+  }
   if (device_impl->is_nested()) {
     at::Tensor host = alias_nested(device_tensor);
     tensors_.push_back({device_impl, host});
@@ -200,6 +202,10 @@ void HostViews::write_back() {
     // argument (linalg_lu_solve with left=False returns a conjugated view).
     copy_flags(*host_impl, *device_impl);
   }
+  // After the components' own write-back (a resized values tensor).
+  if (!sparse_.empty()) {
+    write_back_sparse();
+  }
 }
 
 c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage) {
@@ -246,7 +252,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
     return nested_to_device(host_result);
   }
   if (host_result.layout() != c10::kStrided) {
-    return sparse_to_device(*this, host_result, op_name_);
+    return sparse_to_device(host_result);
   }
   // A quantized CPU result would become a plain openreg tensor with a
   // quantized dtype and no quantizer (no scale, no zero point): refuse it.

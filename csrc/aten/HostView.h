@@ -7,7 +7,8 @@
 
 namespace at::openreg {
 
-// Runs CPU kernels directly on openreg memory, without copies.
+// Runs CPU kernels directly on openreg memory, without copies, for every
+// layout openreg holds: strided, strided nested and sparse tensors.
 //
 // openreg device memory is host memory seen through a protected mapping. For
 // one operator call, alias() turns each openreg tensor into a CPU tensor over
@@ -63,6 +64,23 @@ class HostViews {
   at::Tensor alias_nested(const at::Tensor& device_nested);
   at::Tensor nested_to_device(const at::Tensor& host_nested);
 
+  // Sparse layouts (SparseHostViews.cpp): a sparse tensor owns no memory,
+  // only strided component tensors, so its host counterpart is a CPU sparse
+  // tensor of the same layout over the host views of its components; after
+  // the kernel, replaced components, new sizes and flags are carried back.
+  struct SparseEntry {
+    at::Tensor device;  // held: only calls with sparse arguments pay for it
+    at::Tensor host;
+    // The host views of the device components, in the TensorImpl's order.
+    c10::SmallVector<at::Tensor, 3> components;
+    // The device components themselves, kept alive (the views borrow them)
+    // after the write-back may have replaced them in `device`.
+    c10::SmallVector<at::Tensor, 3> device_components;
+  };
+  at::Tensor alias_sparse(const at::Tensor& device_sparse);
+  void write_back_sparse();
+  at::Tensor sparse_to_device(const at::Tensor& host_sparse);
+
   c10::Storage host_storage_for(const c10::Storage& device_storage);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
@@ -72,6 +90,7 @@ class HostViews {
   std::string_view op_name_;
   c10::SmallVector<StorageEntry, 4> storages_;
   c10::SmallVector<TensorEntry, 4> tensors_;
+  c10::SmallVector<SparseEntry, 1> sparse_;
 };
 
 // The lighter form, for kernels that need addresses rather than tensors: the

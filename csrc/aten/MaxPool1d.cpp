@@ -9,10 +9,9 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/max_pool1d.h>
 #include <ATen/ops/max_pool1d_with_indices.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/HostView.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
@@ -27,8 +26,8 @@ at::Tensor max_pool1d(
   if (at::GradMode::is_enabled() && self.requires_grad()) {
     return std::get<0>(at::max_pool1d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode));
   }
-  c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "aten::max_pool1d");
+  const DeviceCall call("aten::max_pool1d", self);
+  HostCall views(call);
   // The host alias records no gradient, so the CPU composite takes its own kernel.
   return views.to_device(at::max_pool1d(views.alias(self), kernel_size, stride, padding, dilation, ceil_mode));
 }

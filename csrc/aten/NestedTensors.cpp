@@ -10,13 +10,13 @@
 #include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
 
-#include "aten/Fallback.h"
+#include "aten/HostExecution.h"
 
 namespace at::openreg {
 namespace {
 
 void nested_host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_on_host(op, stack, c10::DispatchKey::NestedTensorCPU);
+  run_on_host(op, stack, c10::DispatchKey::NestedTensorPrivateUse1);
 }
 
 } // namespace

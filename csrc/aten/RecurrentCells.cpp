@@ -8,18 +8,16 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/zeros_like.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
 
 // Input and hidden gate pre-activations on the host, biases added if given.
 std::pair<at::Tensor, at::Tensor> host_gates(
-    HostViews& views,
+    HostCall& views,
     const at::Tensor& input_gates,
     const at::Tensor& hidden_gates,
     const std::optional<at::Tensor>& input_bias,
@@ -42,10 +40,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const at::Tensor& cx,
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
-  const c10::Device device = common_device(
-      "aten::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::_thnn_fused_lstm_cell");
+  const DeviceCall call("aten::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias);
+  HostCall views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto gates = (igates + hgates).chunk(4, 1);
   const at::Tensor in = gates[0].sigmoid();
@@ -65,10 +61,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
     const at::Tensor& cy,
     const at::Tensor& workspace,
     bool has_bias) {
-  const c10::Device device = common_device(
-      "aten::_thnn_fused_lstm_cell_backward_impl", grad_hy, grad_cy, cx, cy, workspace);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::_thnn_fused_lstm_cell_backward_impl");
+  const DeviceCall call("aten::_thnn_fused_lstm_cell_backward_impl", grad_hy, grad_cy, cx, cy, workspace);
+  HostCall views(call);
   const auto gates = views.alias(workspace).chunk(4, 1);
   const at::Tensor& in = gates[0];
   const at::Tensor& forget = gates[1];
@@ -103,10 +97,8 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
     const at::Tensor& hx,
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
-  const c10::Device device = common_device(
-      "aten::_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::_thnn_fused_gru_cell");
+  const DeviceCall call("aten::_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias);
+  HostCall views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto ig = igates.chunk(3, 1);
   const auto hg = hgates.chunk(3, 1);
@@ -123,9 +115,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     const at::Tensor& grad_hy,
     const at::Tensor& workspace,
     bool has_bias) {
-  const c10::Device device = common_device("aten::_thnn_fused_gru_cell_backward", grad_hy, workspace);
-  c10::DeviceGuard guard(device);
-  HostViews views(device, "aten::_thnn_fused_gru_cell_backward");
+  const DeviceCall call("aten::_thnn_fused_gru_cell_backward", grad_hy, workspace);
+  HostCall views(call);
   const auto parts = views.alias(workspace).chunk(5, 1);
   const at::Tensor& reset = parts[0];
   const at::Tensor& update = parts[1];

@@ -38,46 +38,45 @@
 #include <ATen/ops/values_native.h>
 #include <ATen/ops/zero_native.h>
 #include <ATen/ops/zeros_native.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include "aten/DeviceCall.h"
+#include "runtime/OpenRegFunctions.h"
 
 namespace at::openreg {
 namespace {
 
-bool use_device_of(c10::OptionalDeviceGuard& guard, const at::Tensor& tensor) {
-  if (!tensor.defined()) {
-    return false;
-  }
-  guard.reset_device(tensor.device());
-  return true;
+// The openreg device an argument names, if it names one.
+std::optional<c10::Device> openreg_device_of(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.is_privateuseone() ? std::optional(tensor.device()) : std::nullopt;
 }
 
-bool use_device_of(c10::OptionalDeviceGuard& guard, const std::optional<c10::Device>& device) {
-  if (!device.has_value()) {
-    return false;
-  }
-  guard.reset_device(*device);
-  return true;
+std::optional<c10::Device> openreg_device_of(const std::optional<c10::Device>& device) {
+  return device.has_value() && device->is_privateuseone() ? device : std::nullopt;
 }
 
 template <typename T>
-bool use_device_of(c10::OptionalDeviceGuard& /*guard*/, const T& /*argument*/) {
-  return false;
+std::optional<c10::Device> openreg_device_of(const T& /*argument*/) {
+  return std::nullopt;
 }
 
 // Out-of-tree kernels get no generated device guard. The functions that
 // allocate (new component tensors, the empty placeholders every sparse
 // TensorImpl starts with) must allocate on the tensor's device, not on the
-// current one: this wrapper makes the device of the first Tensor or Device
-// argument current, as the generated CUDA registrations do.
+// current one: this wrapper makes the device of the first openreg Tensor or
+// Device argument current (the current device if there is none), as the
+// generated CUDA registrations do. These device-generic functions check
+// their arguments themselves (a copy_ may take a CPU source, as on CUDA).
 template <auto fn>
 struct OnArgumentDevice;
 
 template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnArgumentDevice<fn> {
   static R call(Args... args) {
-    c10::OptionalDeviceGuard guard;
-    (use_device_of(guard, args) || ...);
+    std::optional<c10::Device> device;
+    ((device = device ? device : openreg_device_of(args)), ...);
+    const DeviceCall device_call(
+        "a sparse tensor's structure", device.value_or(c10::openreg::make_device(c10::openreg::current_device())));
     return fn(std::forward<Args>(args)...);
   }
 };

@@ -1,7 +1,7 @@
 // CPU and openreg kernels of the `openreg` custom operators (CustomOps.cpp).
 //
 // An openreg kernel runs the CPU kernel on host views of its arguments
-// (HostViews): device memory is never read through a device address. The
+// (HostCall): device memory is never read through a device address. The
 // out= kernels call write_back(), which carries a resize of `out` back to the
 // openreg tensor.
 #include <string_view>
@@ -10,19 +10,17 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/tanh.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/HostView.h"
+#include "aten/DeviceCall.h"
 
 namespace at::openreg {
 namespace {
 
 void check_out(std::string_view op, const at::Tensor& self, const at::Tensor& out, c10::ScalarType dtype) {
-  TORCH_CHECK(
-      out.device() == self.device(),
-      "Expected all tensors to be on the same device, but found at least two devices, ",
-      self.device(), " and ", out.device(), "! (when checking the arguments of ", op, ")");
+  if (out.device() != self.device()) {
+    device_mismatch(op, self.device(), out.device());
+  }
   TORCH_CHECK(
       out.scalar_type() == dtype,
       op, ": expected out to have dtype ", dtype, " for self of dtype ", self.scalar_type(),
@@ -57,21 +55,21 @@ at::Tensor& scaled_tanh_out_cpu(const at::Tensor& self, double scale, at::Tensor
   return at::tanh_out(out, self * scale);
 }
 
-// openreg kernels: the CPU kernels above, on host views. The arguments are
-// checked on the device tensors first: an out= call reaches these kernels when
-// any of its tensors is on openreg (only openreg tensors can be aliased), and
-// errors should name the device rather than a host view.
+// openreg kernels: the CPU kernels above, on host views, after the device
+// check every openreg kernel makes (DeviceCall). The other arguments are
+// checked on the device tensors too: errors should name the device rather
+// than a host view.
 
 at::Tensor custom_abs_openreg(const at::Tensor& self) {
-  c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "openreg::custom_abs");
+  const DeviceCall call("openreg::custom_abs", self);
+  HostCall views(call);
   return views.to_device(custom_abs_cpu(views.alias(self)));
 }
 
 at::Tensor& custom_abs_out_openreg(const at::Tensor& self, at::Tensor& out) {
-  check_out("openreg::custom_abs.out", self, out, c10::toRealValueType(self.scalar_type()));
-  c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "openreg::custom_abs.out");
+  const DeviceCall call("openreg::custom_abs.out", self, Written{out});
+  check_out(call.op(), self, out, c10::toRealValueType(self.scalar_type()));
+  HostCall views(call);
   at::Tensor host_out = views.alias(out);
   custom_abs_out_cpu(views.alias(self), host_out);
   views.write_back();
@@ -79,17 +77,17 @@ at::Tensor& custom_abs_out_openreg(const at::Tensor& self, at::Tensor& out) {
 }
 
 at::Tensor scaled_tanh_openreg(const at::Tensor& self, double scale) {
-  check_floating("openreg::scaled_tanh", self);
-  c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "openreg::scaled_tanh");
+  const DeviceCall call("openreg::scaled_tanh", self);
+  check_floating(call.op(), self);
+  HostCall views(call);
   return views.to_device(scaled_tanh_cpu(views.alias(self), scale));
 }
 
 at::Tensor& scaled_tanh_out_openreg(const at::Tensor& self, double scale, at::Tensor& out) {
-  check_floating("openreg::scaled_tanh.out", self);
-  check_out("openreg::scaled_tanh.out", self, out, self.scalar_type());
-  c10::DeviceGuard guard(self.device());
-  HostViews views(self.device(), "openreg::scaled_tanh.out");
+  const DeviceCall call("openreg::scaled_tanh.out", self, Written{out});
+  check_floating(call.op(), self);
+  check_out(call.op(), self, out, self.scalar_type());
+  HostCall views(call);
   at::Tensor host_out = views.alias(out);
   scaled_tanh_out_cpu(views.alias(self), scale, host_out);
   views.write_back();

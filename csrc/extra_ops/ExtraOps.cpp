@@ -9,6 +9,8 @@
 // serve the meta device, FakeTensorMode and torch.compile tracing).
 #include "extra_ops/ExtraOps.h"
 
+#include "aten/DeviceCheck.h"
+
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
@@ -34,10 +36,9 @@ c10::SymDimVector pairwise_distance_sq_sizes(const at::Tensor& a, const at::Tens
       a.sym_size(1).sym_eq(b.sym_size(1)),
       "openreg_extra::pairwise_distance_sq: a and b must have the same number of columns, but got sizes ",
       a.sym_sizes(), " and ", b.sym_sizes());
-  TORCH_CHECK(
-      a.device() == b.device(),
-      "Expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
-      b.device(), "! (when checking the arguments of openreg_extra::pairwise_distance_sq)");
+  if (a.device() != b.device()) {
+    at::openreg::device_mismatch("openreg_extra::pairwise_distance_sq", a.device(), b.device());
+  }
   TORCH_CHECK(
       a.scalar_type() == b.scalar_type() && (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble),
       "openreg_extra::pairwise_distance_sq: expected a and b both float32 or both float64, but got ",

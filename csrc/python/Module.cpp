@@ -14,6 +14,7 @@
 #include "python/MemorySnapshot.h"
 #include "distributed/ProcessGroupOpenRegPython.h"
 #include "inductor/HostKernelCall.h"
+#include "aten/FallbackControls.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"

@@ -5,6 +5,7 @@
   torch.compile tracing;
 - ``_python_ops``: operators written in Python with ``torch.library.custom_op``
   (namespace ``openreg_py``);
+- ``_device_check``: the device check of the Python and fake kernels (PyTorch's message);
 - ``_extra``: where the separately built operator library lives
   (``extra_ops_path``, namespace ``openreg_extra``, loaded only on request).
 

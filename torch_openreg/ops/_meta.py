@@ -16,13 +16,11 @@ registrations must stay here.
 """
 import torch
 
+from ._device_check import check_same_device
+
 
 def _check_out(op, self, out, dtype):
-    torch._check(
-        out.device == self.device,
-        lambda: "Expected all tensors to be on the same device, but found at least two devices, "
-        f"{self.device} and {out.device}! (when checking the arguments of {op})",
-    )
+    check_same_device(op, self, out)
     torch._check(
         out.dtype == dtype,
         lambda: f"{op}: expected out to have dtype {dtype} for self of dtype {self.dtype}, but got {out.dtype}",

@@ -14,6 +14,7 @@ agree bit for bit.
 """
 import torch
 from torch import Tensor
+from ._device_check import check_same_device
 
 
 def _check_floating(op: str, x: Tensor) -> None:
@@ -77,11 +78,7 @@ smooth_clamp.register_autograd(_smooth_clamp_backward, setup_context=_smooth_cla
 
 def _check_accumulate(acc: Tensor, x: Tensor) -> None:
     op = "openreg_py::accumulate_"
-    torch._check(
-        acc.device == x.device,
-        lambda: f"Expected all tensors to be on the same device, but found at least two devices, {acc.device} and "
-        f"{x.device}! (when checking the arguments of {op})",
-    )
+    check_same_device(op, acc, x)
     torch._check(acc.dtype == x.dtype, lambda: f"{op}: expected acc and x of one dtype, but got {acc.dtype} and {x.dtype}")
     torch._check(
         torch.broadcast_shapes(acc.shape, x.shape) == acc.shape,

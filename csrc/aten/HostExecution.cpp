@@ -1,0 +1,154 @@
+#include "aten/HostExecution.h"
+
+#include <optional>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+
+#include "aten/DeviceCall.h"
+#include "aten/FallbackControls.h"
+#include "aten/IValueTensors.h"
+#include "aten/OperatorPolicy.h"
+#include "runtime/OpenRegGenerator.h"
+#include "runtime/OpenRegSyncDebug.h"
+#include "runtime/Options.h"
+
+namespace at::openreg {
+namespace {
+
+// The CPU's key for the functionality `device_key` stands for.
+c10::DispatchKey host_key_for(c10::DispatchKey device_key) {
+  return c10::toRuntimePerBackendFunctionalityKey(c10::toFunctionalityKey(device_key), c10::BackendComponent::CPUBit);
+}
+
+bool has_host_kernel(const OperatorPolicy& policy, c10::DispatchKey host_key) {
+  switch (host_key) {
+    case c10::DispatchKey::CPU:
+      return policy.has_cpu_kernel;
+    case c10::DispatchKey::SparseCPU:
+      return policy.has_sparse_cpu_kernel;
+    case c10::DispatchKey::SparseCsrCPU:
+      return policy.has_sparse_csr_cpu_kernel;
+    case c10::DispatchKey::NestedTensorCPU:
+      return policy.has_nested_cpu_kernel;
+    default:
+      return false;
+  }
+}
+
+// Otherwise the CPU dispatch would fail naming the CPU's key.
+void check_host_kernel(const OperatorPolicy& policy, c10::DispatchKey device_key, c10::DispatchKey host_key) {
+  if (has_host_kernel(policy, host_key)) {
+    return;
+  }
+  if (host_key == c10::DispatchKey::CPU) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false,
+        "The operator '",
+        policy.name,
+        "' is not implemented for the openreg device: it has no openreg kernel and no CPU kernel "
+        "to fall back to.");
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false,
+      "Could not run '",
+      policy.name,
+      "' with arguments from the '",
+      device_key,
+      "' backend (openreg tensors): it has no openreg kernel, and openreg runs such calls with the CPU's ",
+      host_key,
+      " kernels, of which the CPU has none for this operator");
+}
+
+// CUDA's rule (DeviceCheck.h), with what the policy knows: written arguments
+// must be on the device, advanced indexing takes CPU indices.
+c10::Device check_devices(const OperatorPolicy& policy, const torch::jit::Stack& stack, size_t arguments_begin) {
+  DeviceCheck check(policy.name);
+  for (size_t i = 0; i < policy.written_arguments.size(); ++i) {
+    const c10::IValue& value = stack[arguments_begin + i];
+    if (value.isDevice()) {
+      if (value.toDevice().is_privateuseone()) {
+        check.see(value.toDevice());
+      }
+    } else if (policy.written_arguments[i]) {
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check_written(t); });
+    } else {
+      const bool cpu_allowed = static_cast<int>(i) == policy.cpu_indices_argument;
+      for_each_tensor(value, [&](const at::Tensor& t) { check.check(t, cpu_allowed); });
+    }
+  }
+  return check.device();
+}
+
+// An argument's host counterpart.
+at::Tensor host_argument(HostViews& views, const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) {
+    return t;
+  }
+  at::Tensor host = views.alias(t);
+  // Some CPU kernels save what only the backward pass needs when an input
+  // requires grad (_sparse_mm_reduce_impl's arg-max indices), as they do for
+  // the CPU tensors the caller would have passed. Below autograd this
+  // records nothing.
+  if (t.requires_grad() && !host.requires_grad()) {
+    host.set_requires_grad(true);
+  }
+  return host;
+}
+
+} // namespace
+
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key) {
+  const OperatorPolicy& policy = policy_for(op);
+  check_fallback_enabled(policy);
+  if (policy.synchronizes) {
+    c10::openreg::warn_or_error_on_sync(policy.name.c_str());
+  }
+  const c10::DispatchKey host_key = host_key_for(device_key);
+  check_host_kernel(policy, device_key, host_key);
+
+  const size_t num_arguments = policy.written_arguments.size();
+  const size_t arguments_begin = stack->size() - num_arguments;
+  const DeviceCall call(policy.name, check_devices(policy, *stack, arguments_begin));
+
+  // Random operators draw from the device's generator, never the CPU's.
+  if (policy.generator_argument >= 0) {
+    c10::IValue& generator = (*stack)[arguments_begin + policy.generator_argument];
+    generator = c10::openreg::host_generator_for(
+        generator.isNone() ? std::nullopt : std::optional<at::Generator>(generator.toGenerator()), call.device());
+  }
+
+  count_fallback_call(policy);
+
+  if (host_key == c10::DispatchKey::CPU &&
+      c10::openreg::fallback_options().mode == c10::openreg::FallbackMode::Copy) {
+    at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+    return;
+  }
+
+  // The arguments replaced by host views stay alive here: HostViews borrows
+  // the openreg tensors, and the stack may have held their only reference.
+  c10::SmallVector<c10::IValue, 8> arguments;
+  HostViews views(call.device(), policy.name);
+  for (size_t i = arguments_begin; i < arguments_begin + num_arguments; ++i) {
+    c10::IValue& value = (*stack)[i];
+    if (value.isDevice()) {
+      if (value.toDevice().is_privateuseone()) {
+        value = c10::Device(c10::kCPU);  // factories: build on the host view
+      }
+    } else if (value.isTensor() || value.isTensorList() || value.isOptionalTensorList()) {
+      arguments.push_back(std::move(value));
+      value = map_tensors(arguments.back(), [&](const at::Tensor& t) { return host_argument(views, t); });
+    }
+  }
+
+  op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+
+  views.write_back();
+  const size_t num_returns = op.schema().returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });
+  }
+}
+
+} // namespace at::openreg

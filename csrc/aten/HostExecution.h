@@ -1,0 +1,29 @@
+#pragma once
+
+#include <ATen/core/stack.h>
+#include <c10/core/DispatchKey.h>
+
+namespace c10 {
+class OperatorHandle;
+} // namespace c10
+
+namespace at::openreg {
+
+// The one pipeline every boxed host call goes through: the dense fallback
+// (PrivateUse1), the sparse ones (SparsePrivateUse1, SparseCsrPrivateUse1)
+// and the nested one (NestedTensorPrivateUse1). `device_key` is the openreg
+// key the call arrived on; the kernel that runs is the CPU's for the same
+// functionality (CPU, SparseCPU, SparseCsrCPU, NestedTensorCPU).
+//
+//  1. the operator's policy (OperatorPolicy.h), computed once;
+//  2. strict mode, and a clear error if the CPU has no kernel to run;
+//  3. CUDA's device check over the arguments, and the device guard
+//     (DeviceCall);
+//  4. the device's generator in place of a random operator's generator;
+//  5. the count in fallback_stats();
+//  6. arguments replaced by host views (HostViews: strided, nested and sparse
+//     layouts each map their own way), the CPU kernel, the write-back of what
+//     it did to the arguments, and results mapped back to the device.
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key);
+
+} // namespace at::openreg

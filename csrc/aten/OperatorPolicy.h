@@ -1,0 +1,42 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace c10 {
+class OperatorHandle;
+} // namespace c10
+
+namespace at::openreg {
+
+struct FallbackCounter;
+
+// What running an operator on the host needs to know about it, worked out
+// once per operator from its schema and dispatch table, for every layout
+// (dense, sparse, nested): the per-call path never walks the schema.
+struct OperatorPolicy {
+  // "aten::add.Tensor": the name every error and fallback_stats() use.
+  std::string name;
+  FallbackCounter* counter = nullptr;
+  // Whether PyTorch has a kernel (or a composite) for each host key.
+  bool has_cpu_kernel = false;
+  bool has_sparse_cpu_kernel = false;
+  bool has_sparse_csr_cpu_kernel = false;
+  bool has_nested_cpu_kernel = false;
+  // Index of an argument that may hold CPU tensors, as CUDA allows for the
+  // indices of advanced indexing; -1 if none.
+  int cpu_indices_argument = -1;
+  // Index of the `Generator?` argument of a random operator; -1 if none.
+  int generator_argument = -1;
+  // Per argument: the operator writes it (out=, in-place self), so it must be
+  // on the device even as a 0-dim tensor.
+  std::vector<bool> written_arguments;
+  // The result's size depends on the input's values, which a real device
+  // must send to the host first (sync debug mode reports it).
+  bool synchronizes = false;
+};
+
+// The policy of `op`, cached per thread (lookups take no lock).
+const OperatorPolicy& policy_for(const c10::OperatorHandle& op);
+
+} // namespace at::openreg

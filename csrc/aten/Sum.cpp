@@ -1,0 +1,58 @@
+// sum (sum.dim_IntList, sum.IntList_out): the reduction runs on host views,
+// through libtorch's own structured impl, so it builds the CPU's reduction
+// iterator and sums in the CPU's order (half and bfloat16 accumulate in float
+// across every reduced dimension and round once, as on the CPU). Unlike the
+// elementwise stub operators (StubKernels.cpp) there is no direct path: the
+// output's dtype and the accumulation buffer are decided by impl() itself.
+#include <ATen/ops/sum_native.h>
+#include <torch/library.h>
+
+#include "aten/DeviceCall.h"
+#include "aten/StructuredKernel.h"
+
+namespace at::openreg {
+namespace {
+
+struct sum_op {
+  using Native = at::native::structured_sum_out;
+};
+
+c10::MaybeOwned<at::Tensor> sum_on_host(
+    std::string_view name,
+    const at::Tensor& out,
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<c10::ScalarType> dtype) {
+  const DeviceCall call(name, self, Written{out});
+  HostCall host_call(call);
+  StructuredKernel<sum_op, /*HostOutput=*/true> kernel(out, &host_call);
+  const at::Tensor host_self = host_call.alias(self);
+  kernel.meta(host_self, dim, keepdim, dtype);
+  kernel.impl(host_self, dim, keepdim, dtype, kernel.output());
+  host_call.write_back();
+  return kernel.take_result();
+}
+
+at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  return *sum_on_host("aten::sum.dim_IntList", at::Tensor(), self, dim, keepdim, dtype);
+}
+
+at::Tensor& sum_out(
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<c10::ScalarType> dtype,
+    at::Tensor& out) {
+  sum_on_host("aten::sum.IntList_out", out, self, dim, keepdim, dtype);
+  return out;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.dim_IntList", TORCH_FN(sum));
+  m.impl("sum.IntList_out", TORCH_FN(sum_out));
+}
+
+} // namespace at::openreg
