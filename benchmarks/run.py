@@ -2,7 +2,8 @@
 process, interleaved, under each setting, against the project's targets.
 
 Cases: small operators, large operators, training steps, allocation churn,
-copy bandwidth, and the import time of the backend. The settings are read once
+copy bandwidth, the import time of the backend, and torch.compile (compiled
+training steps, cold and warm compile times). The settings are read once
 per process, so each one is measured in a child process that also times the
 CPU: memory protection on (the default) and off, and the copying fallback
 (OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
@@ -33,6 +34,8 @@ GROUPS = {
     "import": "6. import time, child processes (cpu column: import torch without the backend)",
     "amp": "7. bfloat16 training step under autocast (cpu column: the same under CPU autocast)",
     "autocast_cost": "8. 100 operators outside the autocast lists (cpu column: openreg, autocast off)",
+    "compiled": "9. torch.compile training step (Inductor; cpu column: compiled for the CPU)",
+    "compile_time": "10. compiling the MLP training step from a reset Dynamo (cpu column: compiling for the CPU)",
 }
 
 # Child-process settings: name -> environment. The copy fallback runs only the
@@ -43,6 +46,8 @@ SETTINGS = {
     "copy_fallback": {"OPENREG_MEMORY_PROTECTION": "1", "OPENREG_FALLBACK_MODE": "copy"},
 }
 DEFAULT_SETTING = "protection_on"
+# Groups measured under the default setting only: their cost is compilation, which protection does not change.
+DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
 
 # group -> [(comparison, bound, label)], checked against the default setting.
 # Ratios are openreg/CPU times, except copies: openreg/memcpy bandwidths.
@@ -55,6 +60,8 @@ TARGETS = {
     "import": [],
     "amp": [("<=", 1.1, "")],
     "autocast_cost": [("<=", 1.05, "")],
+    "compiled": [("<=", 1.10, "")],
+    "compile_time": [("<=", 1.2, "")],
 }
 
 # group -> (repetitions, calls per repetition), full run and --quick.
@@ -66,6 +73,8 @@ REPEATS = {
     "copies": ((11, 1), (3, 1)),
     "amp": ((15, 3), (3, 1)),
     "autocast_cost": ((15, 20), (3, 2)),
+    "compiled": ((15, 3), (3, 1)),
+    "compile_time": ((5, 1), (1, 1)),
 }
 IMPORT_RUNS = (9, 1)
 
@@ -131,16 +140,50 @@ def training_step(torch, model, inputs, labels):
     return step
 
 
-def training_cases(torch, device, quick):
+def training_cases(torch, device, quick, prepare=lambda model: model):
+    """The MLP and CNN training steps; ``prepare`` wraps each model (``torch.compile`` for the compiled group)."""
     nn = torch.nn
     torch.manual_seed(0)  # same weights and batches on both devices
     labels = torch.randint(0, 10, (128,))
     return {
         "mlp": ("MLP 784-512-512-10, batch 128",
-                training_step(torch, mlp(nn).to(device), torch.randn(128, 784).to(device), labels.to(device))),
+                training_step(torch, prepare(mlp(nn).to(device)), torch.randn(128, 784).to(device),
+                              labels.to(device))),
         "cnn": ("CNN conv16-bn-pool-conv32-pool-fc, 1x28x28, batch 64",
-                training_step(torch, small_cnn(nn).to(device), torch.randn(64, 1, 28, 28).to(device),
+                training_step(torch, prepare(small_cnn(nn).to(device)), torch.randn(64, 1, 28, 28).to(device),
                               labels[:64].to(device))),
+    }
+
+
+def compiled_training_cases(torch, device, quick):
+    """The training steps with each model compiled (forward and backward; the SGD step runs eagerly). The
+    warm-up call compiles."""
+    return training_cases(torch, device, quick, prepare=torch.compile)
+
+
+def compile_time_cases(torch, device, quick):
+    """Each call resets Dynamo, compiles the MLP and runs one forward and backward (the backward graph compiles
+    when it first runs): with every compiler cache disabled (cold: Inductor compiles in a fresh cache directory,
+    C++ kernels included), and with the caches the warm-up call filled (warm: FX graph and AOTAutograd cache hits)."""
+    import torch._inductor.config
+
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    model = mlp(torch.nn).to(device)
+    inputs = torch.randn(128, 784).to(device)
+    labels = torch.randint(0, 10, (128,)).to(device)
+
+    def compile_and_step(cold):
+        def run():
+            torch._dynamo.reset()
+            with torch._inductor.config.patch(force_disable_caches=cold):
+                F.cross_entropy(torch.compile(model)(inputs), labels).backward()
+
+        return run
+
+    return {
+        "cold": ("MLP forward+backward, caches off", compile_and_step(True)),
+        "warm": ("MLP forward+backward, warm caches", compile_and_step(False)),
     }
 
 
@@ -236,6 +279,8 @@ BUILDERS = {
     "copies": copy_cases,
     "amp": amp_cases,
     "autocast_cost": autocast_cost_cases,
+    "compiled": compiled_training_cases,
+    "compile_time": compile_time_cases,
 }
 
 
@@ -405,7 +450,8 @@ def main():
     start = time.perf_counter()
     results = {}
     for setting in ("protection_on", "protection_off"):
-        output = run_child(setting, {group: None for group in BUILDERS}, args.quick)
+        groups = [group for group in BUILDERS if setting == DEFAULT_SETTING or group not in DEFAULT_SETTING_ONLY]
+        output = run_child(setting, dict.fromkeys(groups), args.quick)
         results[setting] = output["results"]
         results[setting]["import"] = import_times(setting, IMPORT_RUNS[1 if args.quick else 0])
         torch_version, threads = output["torch"], output["threads"]
