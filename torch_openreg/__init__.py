@@ -54,4 +54,7 @@ if not _DEFERRED and _claim_privateuse1():
     from . import _multiprocessing_reductions
 
     _multiprocessing_reductions.register()
+    from ._inductor import registration as _compile_registration
+
+    _compile_registration.install()
 

@@ -10,6 +10,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/Fallback.h"
+#include "inductor/HostKernelCall.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -193,4 +194,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_host_memory_stats", &py_reset_accumulated_host_memory_stats);
   m.def("_reset_peak_host_memory_stats", &py_reset_peak_host_memory_stats);
   m.def("_options", &py_options);
+  m.add_object(
+      at::openreg::host_kernel_call_method.ml_name,
+      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::host_kernel_call_method, nullptr, m.ptr())));
 }

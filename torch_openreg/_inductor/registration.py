@@ -1,0 +1,92 @@
+"""When and how openreg registers with Dynamo and Inductor.
+
+Importing ``torch._dynamo`` costs about a second and ``torch._inductor``
+about as much, so ``import torch`` (whose autoload imports torch_openreg)
+must not import them. Each registration instead runs right after the module
+that needs it has been imported:
+
+- Dynamo: ``register_interface_for_device("openreg", ...)`` after
+  ``torch._dynamo.device_interface`` (nothing in torch looks a PrivateUse1
+  interface up by itself: ``get_interface_for_device`` raises);
+- Inductor: ``register_backend_for_device`` and ``register_device_op_overrides``
+  after ``torch._inductor.compile_fx``, which every compilation goes through
+  (``torch.compile``'s Inductor backend, cache loads). By then the Inductor
+  modules the backend classes derive from are fully imported; earlier, in the
+  middle of Inductor's own import chain, importing them could meet a partially
+  initialized module. Without the op overrides Inductor fails with
+  ``KeyError: 'openreg'`` (``get_device_op_overrides``).
+
+Only this module is imported with the package; it imports nothing of torch.
+"""
+import sys
+
+_DEVICE = "openreg"
+
+
+def _register_with_dynamo() -> None:
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    from .device_interface import OpenRegInterface
+
+    register_interface_for_device(_DEVICE, OpenRegInterface)
+
+
+def _register_with_inductor() -> None:
+    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+
+    from .device_op_overrides import OpenRegDeviceOpOverrides
+    from .scheduling import OpenRegScheduling
+    from .unsupported_wrappers import OpenRegCppWrapperCodegen, OpenRegWrapperFxCodegen
+    from .wrapper import OpenRegPythonWrapperCodegen
+
+    register_backend_for_device(
+        _DEVICE,
+        OpenRegScheduling,
+        OpenRegPythonWrapperCodegen,
+        OpenRegCppWrapperCodegen,
+        OpenRegWrapperFxCodegen,
+    )
+    register_device_op_overrides(_DEVICE, OpenRegDeviceOpOverrides())
+
+
+_AFTER_IMPORT = {
+    "torch._dynamo.device_interface": _register_with_dynamo,
+    "torch._inductor.compile_fx": _register_with_inductor,
+}
+
+
+class _RegisterAfterImport:
+    """A ``sys.meta_path`` finder that finds nothing itself: for the modules
+    of ``_AFTER_IMPORT`` it lets the other finders find the module and makes
+    its loader run the registration once the module has executed."""
+
+    def find_spec(self, fullname, path, target=None):
+        register = _AFTER_IMPORT.get(fullname)
+        if register is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        # The loader object belongs to this one module: wrapping its
+        # exec_module changes nothing for any other module.
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            register()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def install() -> None:
+    """Registers now with what is already imported, and later with the rest."""
+    for name, register in _AFTER_IMPORT.items():
+        if name in sys.modules:
+            register()
+    sys.meta_path.insert(0, _RegisterAfterImport())
