@@ -34,6 +34,8 @@ def _register_with_dynamo() -> None:
 def _register_with_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
+    from . import overrides
+    from .cache_key import OpenRegCodegenVersion
     from .device_op_overrides import OpenRegDeviceOpOverrides
     from .scheduling import OpenRegScheduling
     from .unsupported_wrappers import OpenRegCppWrapperCodegen, OpenRegWrapperFxCodegen
@@ -45,8 +47,10 @@ def _register_with_inductor() -> None:
         OpenRegPythonWrapperCodegen,
         OpenRegCppWrapperCodegen,
         OpenRegWrapperFxCodegen,
+        device_custom_pass=OpenRegCodegenVersion(),
     )
     register_device_op_overrides(_DEVICE, OpenRegDeviceOpOverrides())
+    overrides.install()
 
 
 _AFTER_IMPORT = {

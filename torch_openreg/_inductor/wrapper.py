@@ -9,6 +9,9 @@ and an openreg tensor's pointer is a device address, so every call goes through
 hands the kernel host views of the memory for exactly the call's duration, in
 the current stream's order. ``TORCH_LOGS=output_code`` shows these calls.
 """
+import warnings
+
+from torch._inductor import config
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 
 _DEVICE = "openreg"
@@ -31,6 +34,15 @@ class _HostKernelCalls:
 class OpenRegPythonWrapperCodegen(_HostKernelCalls, PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if config.triton.cudagraphs:
+            # mode="reduce-overhead" and "max-autotune" ask for CUDA graphs;
+            # Inductor captures them for CUDA only and otherwise just logs a
+            # perf hint ("skipping cudagraphs due to multiple devices:
+            # device(type='openreg', ...)").
+            warnings.warn(
+                "torch.compile on openreg: mode='reduce-overhead' / 'max-autotune' capture no device graph "
+                "(Inductor captures CUDA graphs only); the compiled code runs without one"
+            )
         if is_subgraph:
             return OpenRegSubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
         return OpenRegPythonWrapperCodegen()

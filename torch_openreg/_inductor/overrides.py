@@ -1,0 +1,91 @@
+"""The places where Inductor decides "not the CPU, so a GPU", and what openreg
+overrides there.
+
+openreg's kernels come from Inductor's C++ CPU code generator, so the
+decisions that pick or feed that generator must come out as for the CPU.
+Inductor makes them with inline ``device.type == "cpu"`` checks that no
+registration reaches; each override below wraps one Inductor function, answers
+as for the CPU when the device is openreg, and otherwise calls Inductor's own
+function: compiling for any other device is unchanged (tests/test_compile.py
+compares the generated CPU code with and without torch_openreg).
+
+Installed once, with the Inductor backend (registration.py).
+"""
+import functools
+
+import torch
+from torch._inductor import graph, scheduler, utils
+from torch._inductor.codegen import common
+from torch._inductor.kernel import mm_common
+
+_DEVICE = "openreg"
+
+
+def _on_openreg(device) -> bool:
+    return device is not None and torch.device(device).type == _DEVICE
+
+
+def _cpu_backend_for_openreg(get_current_backend):
+    # utils.get_current_backend names the code generator of the current
+    # device: config.cpu_backend ("cpp") for "cpu", config.cuda_backend
+    # ("triton") for any device it does not know. The C++ generator and
+    # codegen/common.py's CSE (the dtype of a `masked` value, asserts) ask it
+    # which generator runs; "triton" there breaks C++ kernels with masked
+    # loads, random numbers and indirect indexing.
+    @functools.wraps(get_current_backend)
+    def get_current_backend_openreg(device_type=None):
+        if device_type is None:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        if device_type == _DEVICE:
+            return torch._inductor.config.cpu_backend
+        return get_current_backend(device_type)
+
+    return get_current_backend_openreg
+
+
+def _cpu_scheduler_nodes_include_openreg(is_cpu):
+    # BaseSchedulerNode.is_cpu() guards exactly three scheduler steps that
+    # rewrite loops for GPU-style (SIMD) kernels and are skipped for the C++
+    # generator: loop reordering (shared_data_after_reordering_loop), loop
+    # index inversion (shared_data_after_inverting_indexing) and the
+    # re-indexing of a pointwise node to a reduction's domain
+    # (_try_reindex_pointwise_for_reduction), which crashes on C++ kernels'
+    # reduction groups ("can't multiply sequence by non-int of type 'tuple'").
+    @functools.wraps(is_cpu)
+    def is_cpu_or_openreg(self):
+        return is_cpu(self) or _on_openreg(self.get_device())
+
+    return is_cpu_or_openreg
+
+
+def _no_layout_optimization_for_openreg_convolutions(decide_layout_opt):
+    # GraphLowering.decide_layout_opt turns convolution inputs channels-last
+    # for GPUs (and for the CPU when mkldnn runs them). openreg's eager
+    # convolution is the CPU's kernel and returns the CPU's output format
+    # (channels-last for channels-last inputs), while fake tensors predict
+    # contiguous outputs for a PrivateUse1 convolution
+    # (_conv_determine_backend_memory_format, "Overrideable" backend), so the
+    # compiled graph's stride check would fail. Keeping inputs as they are
+    # makes both agree for contiguous inputs.
+    @functools.wraps(decide_layout_opt)
+    def decide_layout_opt_openreg(gm, *, is_inference):
+        for node in gm.graph.nodes:
+            if node.target is torch.ops.aten.convolution.default and _on_openreg(node.args[0].meta["val"].device):
+                return False
+        return decide_layout_opt(gm, is_inference=is_inference)
+
+    return staticmethod(decide_layout_opt_openreg)
+
+
+@functools.cache
+def install() -> None:
+    backend = _cpu_backend_for_openreg(utils.get_current_backend)
+    # Also rebound where it was imported by name.
+    for module in (utils, common, scheduler, mm_common):
+        module.get_current_backend = backend
+    scheduler.BaseSchedulerNode.is_cpu = _cpu_scheduler_nodes_include_openreg(scheduler.BaseSchedulerNode.is_cpu)
+    graph.GraphLowering.decide_layout_opt = _no_layout_optimization_for_openreg_convolutions(
+        graph.GraphLowering.decide_layout_opt
+    )
