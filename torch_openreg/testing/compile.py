@@ -103,7 +103,7 @@ def _check(compute, op, parts, rule, backend):
     if cpu_mismatch is None:
         device_mismatch = _mismatch(reference, on_device, ("eager CPU", "compiled openreg"), rule, devices)
         if device_mismatch is not None:
-            raise AssertionError(device_mismatch)
+            raise AssertionError(f"compiled {DEVICE} against eager CPU: {device_mismatch}")
         return
     versus_cpu = _mismatch(on_cpu, on_device, ("compiled CPU", "compiled openreg"), rule, devices)
     if versus_cpu is not None:
