@@ -14,7 +14,7 @@ Installed once, with the Inductor backend (registration.py).
 import functools
 
 import torch
-from torch._inductor import graph, scheduler, utils
+from torch._inductor import config, graph, ir, lowering, scheduler, utils
 from torch._inductor.codegen import common
 from torch._inductor.kernel import mm_common
 
@@ -39,7 +39,7 @@ def _cpu_backend_for_openreg(get_current_backend):
 
             device_type = V.graph.get_current_device_or_throw().type
         if device_type == _DEVICE:
-            return torch._inductor.config.cpu_backend
+            return config.cpu_backend
         return get_current_backend(device_type)
 
     return get_current_backend_openreg
@@ -79,6 +79,38 @@ def _no_layout_optimization_for_openreg_convolutions(decide_layout_opt):
     return staticmethod(decide_layout_opt_openreg)
 
 
+def _cpu_variance_algorithm_for_openreg(use_two_step_variance):
+    # lowering.use_two_step_variance picks var_mean's algorithm (two passes,
+    # or Welford) from a threshold per device: config.cpp's for the CPU,
+    # config.unroll_reductions_threshold (8) for a device it does not know.
+    # Everything else in its CPU branch is what an unknown device gets, so
+    # openreg takes the CPU's threshold: layer and batch norms compute as on
+    # the CPU.
+    @functools.wraps(use_two_step_variance)
+    def use_two_step_variance_openreg(x, axis, keepdim, input_dtype):
+        if _on_openreg(x.get_device()):
+            with config.patch(unroll_reductions_threshold=config.cpp.use_two_step_variance_threshold):
+                return use_two_step_variance(x, axis, keepdim, input_dtype)
+        return use_two_step_variance(x, axis, keepdim, input_dtype)
+
+    return use_two_step_variance_openreg
+
+
+def _exact_constant_divisions_for_openreg(get_constant_value):
+    # lowering.div_prim rewrites `x / c` as `x * (1 / c)`, which rounds
+    # differently, on every device but the CPU (pytorch#157959); it asks
+    # get_constant_value for `c`. Answering "not a constant" for openreg
+    # keeps the CPU's exact division.
+    @functools.wraps(get_constant_value)
+    def get_constant_value_openreg(x):
+        # x may also be a Python number (the divisor of avg_pool's mean).
+        if isinstance(x, ir.IRNode) and _on_openreg(x.get_device()):
+            return None
+        return get_constant_value(x)
+
+    return get_constant_value_openreg
+
+
 @functools.cache
 def install() -> None:
     backend = _cpu_backend_for_openreg(utils.get_current_backend)
@@ -86,6 +118,8 @@ def install() -> None:
     for module in (utils, common, scheduler, mm_common):
         module.get_current_backend = backend
     scheduler.BaseSchedulerNode.is_cpu = _cpu_scheduler_nodes_include_openreg(scheduler.BaseSchedulerNode.is_cpu)
+    lowering.use_two_step_variance = _cpu_variance_algorithm_for_openreg(lowering.use_two_step_variance)
+    lowering.get_constant_value = _exact_constant_divisions_for_openreg(lowering.get_constant_value)
     graph.GraphLowering.decide_layout_opt = _no_layout_optimization_for_openreg_convolutions(
         graph.GraphLowering.decide_layout_opt
     )
