@@ -2,8 +2,9 @@
 process, interleaved, under each setting, against the project's targets.
 
 Cases: small operators, large operators, training steps, allocation churn,
-copy bandwidth, the import time of the backend, and two ranks' all_reduce and DDP step
-(benchmarks/distributed.py, launched with torchrun). The settings are read once
+copy bandwidth, the import time of the backend, two ranks' all_reduce and DDP step
+(benchmarks/distributed.py, launched with torchrun), and torch.compile (compiled
+training steps, cold and warm compile times). The settings are read once
 per process, so each one is measured in a child process that also times the
 CPU: memory protection on (the default) and off, and the copying fallback
 (OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
@@ -36,6 +37,8 @@ GROUPS = {
     "autocast_cost": "8. 100 operators outside the autocast lists (cpu column: openreg, autocast off)",
     "all_reduce": "9. all_reduce across 2 ranks (ratio: openreg bandwidth over gloo's on CPU tensors)",
     "ddp": "10. DDP training step across 2 ranks (forward, backward, gradient all_reduce, SGD step)",
+    "compiled": "11. torch.compile training step (Inductor; cpu column: compiled for the CPU)",
+    "compile_time": "12. compiling the MLP training step from a reset Dynamo (cpu column: compiling for the CPU)",
 }
 
 # Child-process settings: name -> environment. The copy fallback runs only the
@@ -46,6 +49,8 @@ SETTINGS = {
     "copy_fallback": {"OPENREG_MEMORY_PROTECTION": "1", "OPENREG_FALLBACK_MODE": "copy"},
 }
 DEFAULT_SETTING = "protection_on"
+# Groups measured under the default setting only: their cost is compilation, which protection does not change.
+DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
 
 # group -> [(comparison, bound, label)], checked against the default setting.
 # Ratios are openreg/CPU times, except copies: openreg/memcpy bandwidths.
@@ -60,6 +65,8 @@ TARGETS = {
     "autocast_cost": [("<=", 1.05, "")],
     "all_reduce": [(">=", 0.9, "")],
     "ddp": [("<=", 1.15, "")],
+    "compiled": [("<=", 1.10, "")],
+    "compile_time": [("<=", 1.2, "")],
 }
 
 # group -> (repetitions, calls per repetition), full run and --quick.
@@ -73,6 +80,8 @@ REPEATS = {
     "autocast_cost": ((15, 20), (3, 2)),
     "all_reduce": ((11, 1), (3, 1)),
     "ddp": ((15, 3), (3, 1)),
+    "compiled": ((15, 3), (3, 1)),
+    "compile_time": ((5, 1), (1, 1)),
 }
 IMPORT_RUNS = (9, 1)
 
@@ -138,16 +147,50 @@ def training_step(torch, model, inputs, labels):
     return step
 
 
-def training_cases(torch, device, quick):
+def training_cases(torch, device, quick, prepare=lambda model: model):
+    """The MLP and CNN training steps; ``prepare`` wraps each model (``torch.compile`` for the compiled group)."""
     nn = torch.nn
     torch.manual_seed(0)  # same weights and batches on both devices
     labels = torch.randint(0, 10, (128,))
     return {
         "mlp": ("MLP 784-512-512-10, batch 128",
-                training_step(torch, mlp(nn).to(device), torch.randn(128, 784).to(device), labels.to(device))),
+                training_step(torch, prepare(mlp(nn).to(device)), torch.randn(128, 784).to(device),
+                              labels.to(device))),
         "cnn": ("CNN conv16-bn-pool-conv32-pool-fc, 1x28x28, batch 64",
-                training_step(torch, small_cnn(nn).to(device), torch.randn(64, 1, 28, 28).to(device),
+                training_step(torch, prepare(small_cnn(nn).to(device)), torch.randn(64, 1, 28, 28).to(device),
                               labels[:64].to(device))),
+    }
+
+
+def compiled_training_cases(torch, device, quick):
+    """The training steps with each model compiled (forward and backward; the SGD step runs eagerly). The
+    warm-up call compiles."""
+    return training_cases(torch, device, quick, prepare=torch.compile)
+
+
+def compile_time_cases(torch, device, quick):
+    """Each call resets Dynamo, compiles the MLP and runs one forward and backward (the backward graph compiles
+    when it first runs): with every compiler cache disabled (cold: Inductor compiles in a fresh cache directory,
+    C++ kernels included), and with the caches the warm-up call filled (warm: FX graph and AOTAutograd cache hits)."""
+    import torch._inductor.config
+
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    model = mlp(torch.nn).to(device)
+    inputs = torch.randn(128, 784).to(device)
+    labels = torch.randint(0, 10, (128,)).to(device)
+
+    def compile_and_step(cold):
+        def run():
+            torch._dynamo.reset()
+            with torch._inductor.config.patch(force_disable_caches=cold):
+                F.cross_entropy(torch.compile(model)(inputs), labels).backward()
+
+        return run
+
+    return {
+        "cold": ("MLP forward+backward, caches off", compile_and_step(True)),
+        "warm": ("MLP forward+backward, warm caches", compile_and_step(False)),
     }
 
 
@@ -243,6 +286,8 @@ BUILDERS = {
     "copies": copy_cases,
     "amp": amp_cases,
     "autocast_cost": autocast_cost_cases,
+    "compiled": compiled_training_cases,
+    "compile_time": compile_time_cases,
 }
 
 
@@ -423,7 +468,8 @@ def main():
     start = time.perf_counter()
     results = {}
     for setting in ("protection_on", "protection_off"):
-        output = run_child(setting, {group: None for group in BUILDERS}, args.quick)
+        groups = [group for group in BUILDERS if setting == DEFAULT_SETTING or group not in DEFAULT_SETTING_ONLY]
+        output = run_child(setting, dict.fromkeys(groups), args.quick)
         results[setting] = output["results"]
         results[setting]["import"] = import_times(setting, IMPORT_RUNS[1 if args.quick else 0])
         results[setting].update(distributed_results(setting, args.quick))

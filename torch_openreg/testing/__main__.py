@@ -1,7 +1,7 @@
 """Device-generic correctness suites: PyTorch's OpInfo operators (opinfo), ModuleInfo modules (modules) and
-OptimizerInfo optimizers (optim) run on the device and on the CPU and compared case by case; external runs a PyTorch
-device-generic test file for the device; fuzz runs random operator programs on both and compares them bit for bit.
-Details: docs/testing.md."""
+OptimizerInfo optimizers (optim) run on the device and on the CPU and compared case by case; compile runs the OpInfo
+operators through torch.compile on the device against eager CPU; external runs a PyTorch device-generic test file for
+the device; fuzz runs random operator programs on both and compares them bit for bit. Details: docs/testing.md."""
 import argparse
 import itertools
 import sys
@@ -10,6 +10,7 @@ from .requirements import exit_unless_installed
 
 exit_unless_installed()  # before the suites import torch.testing._internal
 
+from . import compile as compile_suite  # noqa: E402
 from . import expected, external, fuzz_campaign, fuzz_known, modules, opinfo, optim, quick, shard  # noqa: E402
 from .report import Report  # noqa: E402
 from .runner import run_jobs  # noqa: E402
@@ -38,6 +39,12 @@ def _parser():
 
     ops = suite_command("opinfo", "op_db operators against the CPU", "--ops", opinfo.DEFAULT_DTYPES)
     ops.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
+    compiled = suite_command("compile", "op_db operators through torch.compile against eager CPU", "--ops",
+                             compile_suite.DEFAULT_DTYPES)
+    compiled.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
+    compiled.add_argument("--backend", type=_compile_backend, default=compile_suite.DEFAULT_BACKEND,
+                          help=f"torch.compile backend for the device (default {compile_suite.DEFAULT_BACKEND}; "
+                          "the CPU always uses inductor)")
     suite_command("modules", "module_db modules against the CPU", "--modules", modules.DEFAULT_DTYPES)
     suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", optim.DEFAULT_DTYPES)
 
@@ -58,6 +65,15 @@ def _parser():
     fuzz.add_argument("-v", "--verbose", action="store_true",
                       help="print each seed before its program runs (the last one printed is the one a crash hit)")
     return parser
+
+
+def _compile_backend(name):
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if name not in known:
+        raise argparse.ArgumentTypeError(f"unknown torch.compile backend {name!r}; known: {', '.join(known)}")
+    return name
 
 
 def _fuzz(args):
@@ -86,6 +102,11 @@ def _jobs(args):
         dtypes = quick.OP_DTYPES if args.quick else args.dtypes
         max_samples = quick.MAX_SAMPLES if args.quick else args.max_samples
         return opinfo.list_jobs(args.filter, dtypes, max_samples, names)
+    if args.command == "compile":
+        if args.quick:
+            return compile_suite.list_jobs(args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS,
+                                           args.backend)
+        return compile_suite.list_jobs(args.filter, args.dtypes, args.max_samples, backend=args.backend)
     if args.command == "modules":
         if args.quick:
             return modules.list_jobs(args.filter, quick.MODULE_DTYPES, quick.MODULES, quick.MAX_MODULE_INPUTS)
@@ -114,6 +135,9 @@ def main(argv=None):
 
     print(f"{args.command}: {len(jobs)} jobs", flush=True)
     run_jobs(jobs, args.timeout, record)
+    if args.command == "compile":
+        report.summary = compile_suite.pair_summary(report.groups)
+        print(compile_suite.summary_line(report.summary))
     return 0 if report.close() else 1
 
 

@@ -19,24 +19,36 @@ def expect_same_outcome(cpu_call, device_call):
     The CPU raising and openreg not (or the reverse, or another exception
     type) is a failure; ``SkipCase`` from the CPU call skips the case.
     """
-    expected, cpu_error = outcome(cpu_call)
-    if isinstance(cpu_error, SkipCase):
-        raise cpu_error
-    actual, device_error = outcome(device_call)
-    if cpu_error is None and device_error is None:
+    expected = outcome(cpu_call)
+    if isinstance(expected[1], SkipCase):
+        raise expected[1]
+    return same_outcome(expected, outcome(device_call))
+
+
+def same_outcome(expected, actual, names=("CPU", "openreg")):
+    """Two ``outcome`` pairs: ``(expected_result, actual_result)``, or None when both raised alike.
+
+    One raising and not the other, or another exception type, is an
+    ``AssertionError`` naming both sides by ``names``; an exception of the
+    actual side alone is re-raised.
+    """
+    (expected, expected_error), (actual, actual_error) = expected, actual
+    expected_name, actual_name = names
+    if expected_error is None and actual_error is None:
         return expected, actual
-    if cpu_error is not None and device_error is not None:
-        if isinstance(device_error, type(cpu_error)):
+    if expected_error is not None and actual_error is not None:
+        if isinstance(actual_error, type(expected_error)):
             return None
         raise AssertionError(
-            f"CPU raised {type(cpu_error).__name__}: {_first_line(cpu_error)}; openreg raised "
-            f"{type(device_error).__name__}: {_first_line(device_error)}"
-        ) from device_error
-    if cpu_error is not None:
+            f"{expected_name} raised {type(expected_error).__name__}: {_first_line(expected_error)}; {actual_name} "
+            f"raised {type(actual_error).__name__}: {_first_line(actual_error)}"
+        ) from actual_error
+    if expected_error is not None:
         raise AssertionError(
-            f"CPU raised {type(cpu_error).__name__}: {_first_line(cpu_error)}; openreg did not raise"
+            f"{expected_name} raised {type(expected_error).__name__}: {_first_line(expected_error)}; "
+            f"{actual_name} did not raise"
         )
-    raise device_error
+    raise actual_error
 
 
 def _first_line(error):

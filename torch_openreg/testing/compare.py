@@ -7,11 +7,12 @@ from torch.utils._pytree import tree_flatten
 from .placement import DEVICE
 
 
-def assert_tensor_matches(actual, expected, exact, metadata_only=False, device=DEVICE):
+def assert_tensor_matches(actual, expected, exact, metadata_only=False, device=DEVICE, tolerances=None):
     """``actual`` is a tensor on ``device`` (a device type, or a set of them) with the CPU tensor ``expected``'s dtype, shape and values.
 
-    ``exact`` demands bitwise equality (NaN equals NaN); otherwise the default
-    ``torch.testing.assert_close`` tolerances of the dtype apply.
+    ``exact`` demands bitwise equality (NaN equals NaN); otherwise
+    ``tolerances`` (``{"rtol": ..., "atol": ...}``) apply to floating and
+    complex values, by default ``torch.testing.assert_close``'s for the dtype.
     """
     if actual.device.type not in _device_types(device):
         raise AssertionError(f"result on {actual.device}, expected {device}")
@@ -25,7 +26,7 @@ def assert_tensor_matches(actual, expected, exact, metadata_only=False, device=D
         return
     host = actual.detach().cpu()
     expected = expected.detach()
-    tolerances = {"rtol": 0, "atol": 0} if exact or not _is_inexact(expected.dtype) else {}
+    tolerances = {"rtol": 0, "atol": 0} if exact or not _is_inexact(expected.dtype) else tolerances or {}
     if host.layout != torch.strided:
         _assert_sparse_structure_matches(host, expected)
         host, expected = host.to_dense(), expected.to_dense()
@@ -58,7 +59,7 @@ def _is_inexact(dtype):
     return dtype.is_floating_point or dtype.is_complex
 
 
-def assert_matches(actual, expected, exact, metadata_only=False, device=DEVICE):
+def assert_matches(actual, expected, exact, metadata_only=False, device=DEVICE, tolerances=None):
     """Compares two result trees: tensors with ``assert_tensor_matches``, other leaves with ``==``."""
     actual_leaves, actual_spec = tree_flatten(actual)
     expected_leaves, expected_spec = tree_flatten(expected)
@@ -69,7 +70,7 @@ def assert_matches(actual, expected, exact, metadata_only=False, device=DEVICE):
             if isinstance(want, torch.Tensor):
                 if not isinstance(got, torch.Tensor):
                     raise AssertionError(f"got {type(got).__name__}, expected a tensor")
-                assert_tensor_matches(got, want, exact, metadata_only, device)
+                assert_tensor_matches(got, want, exact, metadata_only, device, tolerances)
             elif not _same_plain_value(got, want, device):
                 raise AssertionError(f"got {got!r}, expected {want!r}")
         except AssertionError as error:

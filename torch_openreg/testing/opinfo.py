@@ -36,16 +36,16 @@ EXACT_FAMILIES = (UnaryUfuncInfo, BinaryUfuncInfo, ShapeFuncInfo)
 
 
 @functools.cache
-def _ops_by_name():
+def ops_by_name():
     from torch.testing._internal.common_methods_invocations import op_db
 
     return {op.full_name: op for op in op_db}
 
 
-def list_jobs(ops=None, dtypes=DEFAULT_DTYPES, max_samples=None, names=None):
-    """Jobs for the operators whose full name matches ``ops`` (a regex) or is in ``names``."""
+def list_jobs(ops=None, dtypes=DEFAULT_DTYPES, max_samples=None, names=None, suite="opinfo", **fields):
+    """Jobs for the operators whose full name matches ``ops`` (a regex) or is in ``names``; ``fields`` join each job."""
     jobs = []
-    for name, op in _ops_by_name().items():
+    for name, op in ops_by_name().items():
         if names is not None and name not in names:
             continue
         if ops and not re.search(ops, name):
@@ -53,23 +53,23 @@ def list_jobs(ops=None, dtypes=DEFAULT_DTYPES, max_samples=None, names=None):
         supported = op.supported_dtypes("cpu")
         for dtype in dtypes:
             if getattr(torch, dtype) in supported:
-                jobs.append({"suite": "opinfo", "name": name, "dtype": dtype, "max_samples": max_samples})
+                jobs.append({"suite": suite, "name": name, "dtype": dtype, "max_samples": max_samples, **fields})
     return jobs
 
 
 def iter_cases(job):
     """Yields ``(variant, sample_index, check)`` for the job, deterministically."""
-    op = _ops_by_name()[job["name"]]
+    op = ops_by_name()[job["name"]]
     dtype = getattr(torch, job["dtype"])
     rule = {"exact": isinstance(op, EXACT_FAMILIES), "metadata_only": op.name in UNINITIALIZED_RESULT}
-    for index, (sample, parts) in enumerate(_sample_pairs(op, dtype, False, job["max_samples"])):
+    for index, (sample, parts) in enumerate(sample_pairs(op, dtype, False, job["max_samples"])):
         yield "forward", index, functools.partial(_check_forward, op, parts, index, rule)
         if op.supports_out:
             yield "out", index, functools.partial(_check_out, op, parts, index, rule)
         if op.inplace_variant is not None and isinstance(sample.input, torch.Tensor):
             yield "inplace", index, functools.partial(_check_inplace, op, parts, index, rule)
     if op.supports_autograd and dtype in GRAD_DTYPES:
-        for index, (sample, parts) in enumerate(_sample_pairs(op, dtype, True, job["max_samples"])):
+        for index, (sample, parts) in enumerate(sample_pairs(op, dtype, True, job["max_samples"])):
             yield "backward", index, functools.partial(_check_backward, op, sample, parts, index)
 
 
@@ -85,7 +85,7 @@ class _SampleParts:
         return to_device(self.cpu) if self.placement is None else place_like(self.cpu, self.placement)
 
 
-def _sample_pairs(op, dtype, requires_grad, limit):
+def sample_pairs(op, dtype, requires_grad, limit):
     """``(CPU sample, _SampleParts)`` per sample."""
     cpu_samples = _samples(op, "cpu", dtype, requires_grad, limit)
     try:
@@ -107,7 +107,7 @@ def _parts(sample):
     return sample.input, sample.args, sample.kwargs
 
 
-def _call(fn, parts, seed, **extra):
+def call_sample(fn, parts, seed, **extra):
     torch.manual_seed(seed)
     inp, args, kwargs = parts
     return fn(inp, *args, **kwargs, **extra)
@@ -127,11 +127,11 @@ def _compare(run, parts, rule):
 
 
 def _check_forward(op, parts, seed, rule):
-    _compare(lambda p, device: _call(op.op, p, seed), parts, rule)
+    _compare(lambda p, device: call_sample(op.op, p, seed), parts, rule)
 
 
 def _check_out(op, parts, seed, rule):
-    template = _call(op.op, parts.cpu, seed)
+    template = call_sample(op.op, parts.cpu, seed)
     if isinstance(template, torch.Tensor):
         make_out = lambda device: torch.zeros_like(template, device=device)  # noqa: E731
     elif isinstance(template, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in template):
@@ -141,7 +141,7 @@ def _check_out(op, parts, seed, rule):
 
     def run(p, device):
         out = make_out(device)
-        returned = _call(op.op, p, seed, out=out)
+        returned = call_sample(op.op, p, seed, out=out)
         return returned, out
 
     _compare(run, parts, rule)
@@ -150,22 +150,26 @@ def _check_out(op, parts, seed, rule):
 def _check_inplace(op, parts, seed, rule):
     def run(p, device):
         target = p[0].clone()
-        returned = _call(op.inplace_variant, (target, p[1], p[2]), seed)
+        returned = call_sample(op.inplace_variant, (target, p[1], p[2]), seed)
         return returned, target, returned is target
 
     _compare(run, parts, rule)
 
 
-def _check_backward(op, sample, parts, seed):
-    def run(p, device):
-        torch.manual_seed(seed)
-        result = sample.output_process_fn_grad(op.op(p[0], *p[1], **p[2]))
-        outputs = [t for t in tensors_in(result) if t.requires_grad]
-        inputs = [t for t in tensors_in(p) if t.requires_grad]
-        if not outputs or not inputs:
-            raise SkipCase("no differentiable output or input")
-        generator = torch.Generator().manual_seed(seed)
-        grad_outputs = [torch.randn(o.shape, dtype=o.dtype, generator=generator).to(o.device) for o in outputs]
-        return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
+def gradients(fn, parts, sample, seed):
+    """Gradients of ``fn``'s differentiable outputs on ``parts`` (a seeded random ``grad_output`` each) with respect
+    to every input that requires grad."""
+    torch.manual_seed(seed)
+    inp, args, kwargs = parts
+    result = sample.output_process_fn_grad(fn(inp, *args, **kwargs))
+    outputs = [t for t in tensors_in(result) if t.requires_grad]
+    inputs = [t for t in tensors_in(parts) if t.requires_grad]
+    if not outputs or not inputs:
+        raise SkipCase("no differentiable output or input")
+    generator = torch.Generator().manual_seed(seed)
+    grad_outputs = [torch.randn(o.shape, dtype=o.dtype, generator=generator).to(o.device) for o in outputs]
+    return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
 
-    _compare(run, parts, {"exact": False})
+
+def _check_backward(op, sample, parts, seed):
+    _compare(lambda p, device: gradients(op.op, p, sample, seed), parts, {"exact": False})

@@ -26,3 +26,12 @@ MODULES = frozenset({
 MODULE_DTYPES = ("float32",)
 MAX_MODULE_INPUTS = 3
 OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
+
+# The compile suite's slice: pointwise, reduction, softmax and norm, matmul, convolution, views, indexing and
+# random operators, compiled forward and backward, one sample each.
+COMPILE_OPS = frozenset({
+    "add", "sin", "sum", "softmax", "nn.functional.layer_norm", "addmm", "nn.functional.conv2d", "transpose",
+    "index_select", "nn.functional.dropout",
+})
+COMPILE_DTYPES = ("float32",)
+COMPILE_MAX_SAMPLES = 1

@@ -16,6 +16,7 @@ class Report:
         self.groups = {}
         self.counts = Counter()
         self.jobs_done = 0
+        self.summary = None  # a suite's own totals, written to the JSON report when set
 
     def add(self, case):
         group = self.groups.setdefault(case["name"], {"suite": case["suite"], "counts": Counter(), "cases": []})
@@ -39,6 +40,7 @@ class Report:
             return
         document = {
             "counts": {status: self.counts[status] for status in STATUSES},
+            **({"summary": self.summary} if self.summary is not None else {}),
             "groups": {name: {**group, "counts": dict(group["counts"])} for name, group in self.groups.items()},
         }
         temporary = self.path + ".tmp"
