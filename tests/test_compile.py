@@ -474,6 +474,17 @@ def test_compiling_for_the_cpu_is_unchanged_by_torch_openreg(tmp_path):
 
         _, code = run_and_get_code(torch.compile(fn), torch.randn(8, 8), torch.randn(8, 8))
         print("\\n".join(line for line in "\\n".join(code).splitlines() if not line.startswith("# AOT ID")))
+
+        # torch testing's freeze_rng_state saves the accelerator's RNG state
+        # under no_dispatch(): Dynamo must not trace into torch.openreg there.
+        from torch.testing._utils import freeze_rng_state
+
+        def dropout_with_frozen_rng(x):
+            with freeze_rng_state():
+                return torch.nn.functional.dropout(x, 0.5)
+
+        torch.manual_seed(0)
+        print(torch.compile(dropout_with_frozen_rng, backend="eager")(torch.ones(16)))
         """
     # No FX graph cache (each process writes its code), but a shared code
     # cache: the second process loads the kernels the first compiled.

@@ -8,6 +8,8 @@ that needs it has been imported:
 - Dynamo: ``register_interface_for_device("openreg", ...)`` after
   ``torch._dynamo.device_interface`` (nothing in torch looks a PrivateUse1
   interface up by itself: ``get_interface_for_device`` raises);
+- Dynamo's skip rules: the package's Python runs eagerly, as torch.cuda's does,
+  after ``torch._dynamo.trace_rules``;
 - Inductor: ``register_backend_for_device`` and ``register_device_op_overrides``
   after ``torch._inductor.compile_fx``, which every compilation goes through
   (``torch.compile``'s Inductor backend, cache loads). By then the Inductor
@@ -29,6 +31,18 @@ def _register_with_dynamo() -> None:
     from .device_interface import OpenRegInterface
 
     register_interface_for_device(_DEVICE, OpenRegInterface)
+
+
+def _skip_in_dynamo() -> None:
+    # Dynamo inlines third-party Python by default but skips torch's own, so
+    # torch.cuda.get_rng_state called inside a compiled function runs eagerly
+    # while torch.openreg.get_rng_state would be traced. freeze_rng_state (torch
+    # testing) calls the accelerator's get/set_rng_state under no_dispatch(),
+    # where tracing fails: then even compiling for the CPU would fail with
+    # torch_openreg installed. The device module is treated as torch.cuda is.
+    from torch._dynamo import trace_rules
+
+    trace_rules.add("torch_openreg")
 
 
 def _register_with_inductor() -> None:
@@ -55,6 +69,7 @@ def _register_with_inductor() -> None:
 
 _AFTER_IMPORT = {
     "torch._dynamo.device_interface": _register_with_dynamo,
+    "torch._dynamo.trace_rules": _skip_in_dynamo,
     "torch._inductor.compile_fx": _register_with_inductor,
 }
 
