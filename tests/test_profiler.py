@@ -9,6 +9,10 @@ allocator's totals are per process, and the profiler reports failures of its
 callbacks on stderr only, which a child's captured stderr shows.
 """
 import json
+import pathlib
+import pickle
+
+import pytest
 
 from conftest import check_ok, run_python
 
@@ -132,8 +136,14 @@ def kineto_profile(tmp_path, activities="[ProfilerActivity.CPU, ProfilerActivity
     return child_result(KINETO_PROFILE % {"activities": activities, "tmp": str(tmp_path)})
 
 
-def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(tmp_path):
-    result = kineto_profile(tmp_path)
+@pytest.fixture(scope="module")
+def device_profile(tmp_path_factory):
+    """One profiled training step with device activity, read by several tests."""
+    return kineto_profile(tmp_path_factory.mktemp("kineto"))
+
+
+def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(device_profile):
+    result = device_profile
     assert result["equal"]  # profiling does not change results
     names = {name for name, _index, _corr in result["device"]}
     # Kernels are named after the operator that runs them (fallback operators
@@ -157,8 +167,8 @@ def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(tmp_path):
             assert 0 <= self_total <= total <= wall, (name, ops[name])
 
 
-def test_kineto_chrome_trace_has_openreg_device_and_stream_rows(tmp_path):
-    events = kineto_profile(tmp_path)["trace"]
+def test_kineto_chrome_trace_has_openreg_device_and_stream_rows(device_profile):
+    events = device_profile["trace"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
     assert kernels and copies
@@ -323,3 +333,30 @@ def test_without_profile_memory_nothing_is_recorded_and_allocation_is_unchanged(
     assert result["self_usage"] == 0
     # The same allocations as with memory profiling on: 4 KiB blocks for b and b + 1.
     assert result["delta"] == result["allocated"] == 2 * 4096
+
+
+EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "profile_training.py"
+
+
+@pytest.mark.slow
+def test_profile_training_example_writes_a_trace_and_prints_top_ops(tmp_path):
+    proc = run_python(
+        f"""
+        import runpy, sys
+        sys.argv = ["profile_training.py", "--out-dir", {str(tmp_path)!r}, "--steps", "2"]
+        runpy.run_path({str(EXAMPLE)!r}, run_name="__main__")
+        """,
+        timeout=300,
+    )
+    stdout = check_ok(proc)
+    assert "OPENREG total" in stdout  # the key_averages table, by device time
+    with open(tmp_path / "openreg_trace.json") as f:
+        events = json.load(f)["traceEvents"]
+    assert [e for e in events if e.get("cat") == "kernel" and e["pid"] == 0]
+    assert sum(1 for e in events if e.get("cat") == "gpu_user_annotation" and e["name"] == "step") == 2
+    snapshot = tmp_path / "openreg_memory_snapshot.pickle"
+    if "no memory snapshot" in stdout:
+        assert not snapshot.exists()
+    else:
+        with open(snapshot, "rb") as f:
+            assert {"segments", "device_traces"} <= set(pickle.load(f))
