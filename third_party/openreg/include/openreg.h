@@ -203,7 +203,8 @@ orError_t orActivityPopExternalCorrelationId(uint64_t* id);
 // launches it, after that thread has waited for the work queued on `stream`;
 // bracketing it with these calls records it as work of `stream`. *kernel is
 // NULL when recording is off (orKernelEnd(NULL) does nothing), so the bracket
-// costs one relaxed atomic load then. The name is nameLength bytes, copied.
+// costs one relaxed atomic load then; stream and name are checked only while
+// recording. The name is nameLength bytes, copied.
 // orKernelEnd must be called on the thread that began the kernel: orMemcpy
 // calls that thread makes in between are part of the kernel's record.
 typedef struct orKernelActivity* orKernelActivity_t;
