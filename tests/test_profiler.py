@@ -157,7 +157,10 @@ def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(device_prof
         assert entry is not None  # every correlated activity finds its aten:: op
         name, op, start, end, op_start, op_end = entry
         # Kernels and synchronous copies run inside their op's host interval.
-        assert op_start <= start <= end <= op_end, entry
+        # The runtime stamps with CLOCK_REALTIME; torch stamps operators with
+        # its approximate clock (TSC) converted to that clock by a linear fit,
+        # which is off by tens of nanoseconds: 1 us of slack absorbs that.
+        assert op_start - 1 <= start <= end <= op_end + 1, entry
     ops = result["ops"]
     for name in ["aten::addmm", "aten::mm", "aten::relu", "aten::mse_loss", "aten::_copy_from"]:
         total, _self_total, wall = ops[name]
