@@ -62,6 +62,9 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
             extension.extra_compile_args += torch_headers
             if extension.name == "torch_openreg._C":
                 extension.library_dirs.append(runtime_dir)
+                # The Kineto headers torch ships, which the activity profiler
+                # (csrc/profiler/) includes by their bare names, as torch does.
+                extension.extra_compile_args += ["-isystem", os.path.join(torch_link, "include", "kineto")]
         super().build_extensions()
 
     def get_ext_filename(self, fullname):

@@ -1,12 +1,18 @@
 """torch's profilers on openreg: the legacy autograd profiler with
-use_device="openreg" (event-timed device time per operator) and the caching
-allocator's memory records (profile_memory=True, export_memory_timeline).
+use_device="openreg" (event-timed device time per operator), the Kineto
+activity profiler (ProfilerActivity.PrivateUse1: kernels, copies and ranges on
+device/stream rows, linked to their aten:: ops), and the caching allocator's
+memory records (profile_memory=True, export_memory_timeline).
 
 Each test profiles in a fresh interpreter: the profiler's state and the
 allocator's totals are per process, and the profiler reports failures of its
 callbacks on stderr only, which a child's captured stderr shows.
 """
 import json
+import pathlib
+import pickle
+
+import pytest
 
 from conftest import check_ok, run_python
 
@@ -76,28 +82,194 @@ def test_legacy_profiler_times_openreg_ops_without_warnings():
     assert 0 < result["top_level_device_us"] <= result["region_us"]
 
 
-def test_kineto_profiler_with_privateuse1_activity_does_not_fail():
-    # No Kineto activity profiler is registered for openreg yet: the run works
-    # and lists the CPU-side operators, with no device rows.
+KINETO_PROFILE = """
+    import json, os
+    import torch
+    import torch_openreg
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    def step(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 16).to(device)
+        target = torch.randn(8, 4).to(device)
+        with record_function("## forward ##"):
+            loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        return [loss.detach().cpu()] + [p.detach().cpu() for p in model.parameters()]
+
+    expected = step("cpu")
+    step("openreg")  # warm up
+    with profile(activities=%(activities)s) as prof:
+        got = step("openreg")
+        with torch.openreg.profiler.range("my range"):
+            z = torch.ones(64, device="openreg") * 3
+        torch.openreg.profiler.mark("my mark")
+    events = prof.events()
+    by_id = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+    device = [e for e in events if e.device_type == DeviceType.PrivateUse1]
+    linked = []
+    for e in device:
+        op = by_id.get(e.linked_correlation_id)
+        linked.append(None if op is None else [
+            e.name, op.name, e.time_range.start, e.time_range.end, op.time_range.start, op.time_range.end])
+    path = os.path.join(%(tmp)r, "trace.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        trace = json.load(f)
+    print("RESULT=" + json.dumps({
+        "equal": all(torch.equal(a, b) for a, b in zip(expected, got)),
+        "device": [[e.name, e.device_index, e.linked_correlation_id] for e in device],
+        "linked": linked,
+        # The operators' rows (a fallback kernel has its operator's name too).
+        "ops": {e.key: [e.device_time_total, e.self_device_time_total, e.cpu_time_total]
+                for e in prof.key_averages() if e.device_type == DeviceType.CPU},
+        "trace": trace["traceEvents"],
+    }))
+"""
+
+
+def kineto_profile(tmp_path, activities="[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]"):
+    return child_result(KINETO_PROFILE % {"activities": activities, "tmp": str(tmp_path)})
+
+
+@pytest.fixture(scope="module")
+def device_profile(tmp_path_factory):
+    """One profiled training step with device activity, read by several tests."""
+    return kineto_profile(tmp_path_factory.mktemp("kineto"))
+
+
+def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(device_profile):
+    result = device_profile
+    assert result["equal"]  # profiling does not change results
+    names = {name for name, _index, _corr in result["device"]}
+    # Kernels are named after the operator that runs them (fallback operators
+    # by their schema name, DispatchStub kernels by their out= overload);
+    # copies by their direction.
+    assert {"aten::addmm.out", "aten::mm.out", "Memcpy HtoD", "Memcpy DtoH"} <= names, names
+    assert all(index == 0 for _name, index, _corr in result["device"])
+    launched = [entry for entry, (_name, _index, corr) in zip(result["linked"], result["device"]) if corr != 0]
+    assert len(launched) > 10
+    for entry in launched:
+        assert entry is not None  # every correlated activity finds its aten:: op
+        name, op, start, end, op_start, op_end = entry
+        # Kernels and synchronous copies run inside their op's host interval.
+        # The runtime stamps with CLOCK_REALTIME; torch stamps operators with
+        # its approximate clock (TSC) converted to that clock by a linear fit,
+        # which is off by tens of nanoseconds: 1 us of slack absorbs that.
+        assert op_start - 1 <= start <= end <= op_end + 1, entry
+    ops = result["ops"]
+    for name in ["aten::addmm", "aten::mm", "aten::relu", "aten::mse_loss", "aten::_copy_from"]:
+        total, _self_total, wall = ops[name]
+        assert 0 < total <= wall, (name, ops[name])
+    for name, (total, self_total, wall) in ops.items():
+        if name.startswith("aten::"):
+            assert 0 <= self_total <= total <= wall, (name, ops[name])
+
+
+def test_kineto_chrome_trace_has_openreg_device_and_stream_rows(device_profile):
+    events = device_profile["trace"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    assert kernels and copies
+    assert {e["pid"] for e in kernels + copies} == {0}  # the device index
+    assert all(e["args"]["bytes"] > 0 for e in copies)
+    assert all(e["args"]["External id"] > 0 for e in kernels)  # the launching op's correlation id
+    rows = {(e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert (0, "openreg 0 stream 0") in rows
+    labels = {e["args"]["labels"] for e in events if e.get("ph") == "M" and e["name"] == "process_labels" and e["pid"] == 0}
+    assert labels == {"openreg 0"}
+    # torch.openreg.profiler ranges: on the stream's row, around their work.
+    ranges = {e["name"]: e for e in events if e.get("cat") == "gpu_user_annotation" and e["pid"] == 0}
+    assert {"my range", "my mark"} <= set(ranges)
+    span = ranges["my range"]
+    inside = [e for e in kernels if e["name"].startswith("aten::mul") and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]]
+    assert inside
+    # record_function shows on the host side as usual.
+    assert any(e["name"] == "## forward ##" for e in events if e.get("cat") == "user_annotation")
+
+
+def test_cpu_only_profile_records_no_device_activity(tmp_path):
+    result = kineto_profile(tmp_path, activities="[ProfilerActivity.CPU]")
+    assert result["equal"]
+    assert result["device"] == []
+    assert not [e for e in result["trace"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_user_annotation")]
+
+
+def test_schedule_and_tensorboard_trace_handler_write_device_activity(tmp_path):
+    result = child_result(
+        """
+        import glob, json, os
+        import torch
+        import torch_openreg
+        from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+        ready = []
+        handler = tensorboard_trace_handler(%(tmp)r, worker_name="w")
+        def on_ready(prof):
+            ready.append(prof.step_num)
+            handler(prof)
+
+        x = torch.randn(32, 32, device="openreg")
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+            schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+            on_trace_ready=on_ready,
+        ) as prof:
+            for _ in range(5):
+                y = (x @ x).relu().sum()
+                prof.step()
+        files = glob.glob(os.path.join(%(tmp)r, "w.*.pt.trace.json"))
+        with open(files[0]) as f:
+            events = json.load(f)["traceEvents"]
+        steps = sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+        print("RESULT=" + json.dumps({
+            "ready": ready,
+            "files": len(files),
+            "steps": steps,
+            "kernels": sorted({e["name"] for e in events if e.get("cat") == "kernel"}),
+            "value_ok": torch.equal(y.cpu(), (x.cpu() @ x.cpu()).relu().sum()),
+        }))
+        """
+        % {"tmp": str(tmp_path)}
+    )
+    assert result["value_ok"]
+    assert result["ready"] == [4] and result["files"] == 1
+    assert result["steps"] == ["ProfilerStep#2", "ProfilerStep#3"]  # the active steps only
+    assert {"aten::mm.out", "aten::relu"} <= set(result["kernels"])
+
+
+def test_profiler_range_errors():
     result = child_result(
         """
         import json
         import torch
         import torch_openreg
-        from torch.profiler import ProfilerActivity, profile
-
-        x = torch.randn(32, 32, device="openreg")
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-            y = (x @ x).relu().sum()
-        averages = prof.key_averages()
-        print("RESULT=" + json.dumps({
-            "ops": sorted(e.key for e in averages),
-            "value_ok": torch.equal(y.cpu(), (x.cpu() @ x.cpu()).relu().sum()),
-        }))
+        errors = {}
+        for name, call in [
+            ("pop_without_push", lambda: torch.openreg.profiler.range_pop()),
+            ("bad_device", lambda: torch.openreg.profiler.range_push("r", device=torch.openreg.device_count())),
+            ("bad_device_context", lambda: torch.openreg.profiler.range("r", device="openreg:9").__enter__()),
+        ]:
+            try:
+                call()
+                errors[name] = None
+            except (RuntimeError, ValueError) as e:
+                errors[name] = str(e)
+        # Nesting outside a profiler is balanced and records nothing.
+        with torch.openreg.profiler.range("outer"):
+            torch.openreg.profiler.range_push("inner")
+            torch.openreg.profiler.range_pop()
+        print("RESULT=" + json.dumps({"errors": errors, "count": torch.openreg.device_count()}))
         """
     )
-    assert result["value_ok"]
-    assert {"aten::mm", "aten::relu", "aten::sum"} <= set(result["ops"])
+    errors = result["errors"]
+    assert "no range is open" in errors["pop_without_push"]
+    assert f"Invalid openreg device index {result['count']}" in errors["bad_device"]
+    assert "Invalid openreg device index 9" in errors["bad_device_context"]
 
 
 MEMORY_PROFILE = """
@@ -164,3 +336,30 @@ def test_without_profile_memory_nothing_is_recorded_and_allocation_is_unchanged(
     assert result["self_usage"] == 0
     # The same allocations as with memory profiling on: 4 KiB blocks for b and b + 1.
     assert result["delta"] == result["allocated"] == 2 * 4096
+
+
+EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "profile_training.py"
+
+
+@pytest.mark.slow
+def test_profile_training_example_writes_a_trace_and_prints_top_ops(tmp_path):
+    proc = run_python(
+        f"""
+        import runpy, sys
+        sys.argv = ["profile_training.py", "--out-dir", {str(tmp_path)!r}, "--steps", "2"]
+        runpy.run_path({str(EXAMPLE)!r}, run_name="__main__")
+        """,
+        timeout=300,
+    )
+    stdout = check_ok(proc)
+    assert "OPENREG total" in stdout  # the key_averages table, by device time
+    with open(tmp_path / "openreg_trace.json") as f:
+        events = json.load(f)["traceEvents"]
+    assert [e for e in events if e.get("cat") == "kernel" and e["pid"] == 0]
+    assert sum(1 for e in events if e.get("cat") == "gpu_user_annotation" and e["name"] == "step") == 2
+    snapshot = tmp_path / "openreg_memory_snapshot.pickle"
+    if "no memory snapshot" in stdout:
+        assert not snapshot.exists()
+    else:
+        with open(snapshot, "rb") as f:
+            assert {"segments", "device_traces"} <= set(pickle.load(f))

@@ -9,7 +9,6 @@
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStorage.h"
-#include "runtime/OpenRegStream.h"
 
 namespace at::openreg {
 namespace {
@@ -94,11 +93,7 @@ void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
 } // namespace
 
 HostViews::HostViews(c10::Device device, std::string_view op_name)
-    : device_(device), op_name_(op_name) {
-  // Host-executed work joins the current stream's order: what is queued on it
-  // (asynchronous copies, waits on other streams' events) happens first.
-  c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(device.index()));
-}
+    : launch_(device, op_name), device_(device), op_name_(op_name) {}
 
 c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
@@ -273,9 +268,8 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   return result;
 }
 
-HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : op_name_(op_name) {
-  c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(device.index()));
-}
+HostAddresses::HostAddresses(c10::Device device, std::string_view op_name)
+    : launch_(device, op_name), op_name_(op_name) {}
 
 HostAddresses::~HostAddresses() {
   for (const Access& access : accesses_) {

@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include "aten/KernelLaunch.h"
+
 namespace at::openreg {
 
 // Runs CPU kernels directly on openreg memory, without copies, for every
@@ -36,8 +38,9 @@ namespace at::openreg {
 // released on the last, which takes it again.
 class HostViews {
  public:
-  // `device` receives fresh results; `op_name` names the operator in errors.
-  // Waits for the work queued on `device`'s current stream.
+  // `device` receives fresh results; `op_name` names the operator in errors
+  // and the kernel in profiles. Waits for the work queued on `device`'s
+  // current stream (see KernelLaunch).
   HostViews(c10::Device device, std::string_view op_name);
 
   at::Tensor alias(const at::Tensor& device_tensor);
@@ -86,6 +89,8 @@ class HostViews {
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
   void write_back(StorageEntry& entry);
 
+  // First, so the kernel's record covers everything until the accesses close.
+  KernelLaunch launch_;
   c10::Device device_;
   std::string_view op_name_;
   c10::SmallVector<StorageEntry, 4> storages_;
@@ -101,8 +106,8 @@ class HostViews {
 // per operand.
 class HostAddresses {
  public:
-  // Waits for the work queued on `device`'s current stream. `op_name` names
-  // the operator in errors.
+  // Waits for the work queued on `device`'s current stream (see
+  // KernelLaunch). `op_name` names the operator in errors and profiles.
   HostAddresses(c10::Device device, std::string_view op_name);
   ~HostAddresses();
   HostAddresses(const HostAddresses&) = delete;
@@ -115,6 +120,7 @@ class HostAddresses {
     const void* device_base;
     char* host_base;
   };
+  KernelLaunch launch_;
   std::string_view op_name_;
   c10::SmallVector<Access, 4> accesses_;
 };

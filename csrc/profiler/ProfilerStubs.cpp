@@ -60,11 +60,19 @@ struct OpenRegProfilerStubs final : public ProfilerStubs {
     return ms * 1000.0f;
   }
 
-  // The runtime has no annotation API (no NVTX counterpart): markers and
-  // ranges have nowhere to go.
-  void mark(const char* /*name*/) const override {}
-  void rangePush(const char* /*name*/) const override {}
-  void rangePop() const override {}
+  // Markers and ranges are the runtime's stream ranges (what
+  // torch.openreg.profiler.range makes), on the current stream. The profiler
+  // cannot take an error here; a pop without a push has nothing to close.
+  void mark(const char* name) const override {
+    rangePush(name);
+    rangePop();
+  }
+  void rangePush(const char* name) const override {
+    (void)orRangePush(getCurrentOpenRegStream(current_device()).handle(), name);
+  }
+  void rangePop() const override {
+    (void)orRangePop();
+  }
 
   bool enabled() const override {
     return true;

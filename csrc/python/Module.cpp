@@ -139,6 +139,13 @@ BINDING(py_stream_from_external, (uintptr_t handle, int device_index), {
   const c10::Stream stream = getStreamFromExternal(stream_handle, to_index(owner));
   return py::make_tuple(stream.id(), static_cast<int>(stream.device_index()), static_cast<int>(stream.device_type()));
 })
+// torch.openreg.profiler ranges, on the device's current stream.
+BINDING(py_range_push, (const std::string& name, int device_index), {
+  const c10::DeviceIndex index = to_index(device_index);
+  check_device_index(index);
+  OPENREG_CHECK(orRangePush(getCurrentOpenRegStream(index).handle(), name.c_str()));
+})
+BINDING(py_range_pop, (), OPENREG_CHECK(orRangePop());)
 // torch.cuda.host_memory_stats' nested layout, from PyTorch's caching host
 // allocator that openreg's pinned memory uses.
 BINDING(py_host_memory_stats, (), {
@@ -278,4 +285,6 @@ PYBIND11_MODULE(_C, m) {
   m.add_object(
       at::openreg::host_kernel_call_method.ml_name,
       py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::host_kernel_call_method, nullptr, m.ptr())));
+  m.def("_range_push", &py_range_push);
+  m.def("_range_pop", &py_range_pop);
 }

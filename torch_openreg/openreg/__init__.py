@@ -4,7 +4,7 @@ Public names are exactly ``__all__``; docs/cuda-parity.md maps every public
 name of ``torch.cuda`` to its openreg counterpart or says why there is none.
 """
 from .. import _C
-from . import amp, graphs, memory, random, streams
+from . import amp, graphs, memory, profiler, random, streams
 from ._device_properties import get_device_capability, get_device_name, get_device_properties
 from ._initialization import _is_in_bad_fork, _lazy_init, _run_when_initialized, init, is_initialized
 from .amp import get_amp_supported_dtype, is_bf16_supported
@@ -102,6 +102,7 @@ __all__ = [
     "amp",
     "graphs",
     "memory",
+    "profiler",
     "random",
     "streams",
 ]

@@ -175,6 +175,77 @@ orError_t orEventSynchronize(orEvent_t event);
 orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 orError_t orEventDestroy(orEvent_t event);
 
+// Activity records: a CUPTI-like account of the work executed on streams,
+// for profilers. While recording is enabled, the runtime records one activity
+// per piece of work: each host-executed kernel (bracketed by orKernelBegin /
+// orKernelEnd), each copy (orMemcpy, orMemcpyAsync), each host function
+// (orLaunchHostFunc) and each range (orRangePush / orRangePop), with its start
+// and end time, device, stream and the external correlation id the launching
+// thread had pushed. When recording is off, each of these paths costs one
+// relaxed atomic load.
+typedef enum orActivityKind {
+  orActivityKindKernel = 0,
+  orActivityKindMemcpy = 1,
+  orActivityKindHostFunc = 2,
+  orActivityKindRange = 3,
+} orActivityKind;
+
+typedef struct orActivity {
+  orActivityKind kind;
+  // The kernel's or range's name as given; "Memcpy HtoD" (and DtoH, DtoD,
+  // HtoH) for copies; "Host function" for host functions. Valid during the
+  // orActivityFlush callback only.
+  const char* name;
+  int device;
+  // The stream the work ran on: NULL for the device's default stream, which
+  // is also where synchronous copies (orMemcpy) are recorded.
+  orStream_t stream;
+  // The innermost external correlation id the launching thread had pushed
+  // when it launched the work; 0 if none.
+  uint64_t correlationId;
+  // Nanoseconds since the Unix epoch (CLOCK_REALTIME, the clock of
+  // std::chrono::system_clock); end >= start.
+  int64_t start;
+  int64_t end;
+  orMemcpyKind memcpyKind;  // copies only
+  size_t bytes;             // copies only, else 0
+} orActivity;
+
+// Recording is on while at least one consumer has enabled it. orActivityDisable
+// without a matching orActivityEnable fails with orErrorIllegalState.
+orError_t orActivityEnable(void);
+orError_t orActivityDisable(void);
+// Hands every completed record to fn, oldest first, and forgets them. Work
+// still queued on a stream is recorded when it completes: synchronize first.
+orError_t orActivityFlush(void (*fn)(const orActivity* activity, void* userData), void* userData);
+// A per-thread stack of external correlation ids (as cupti's): work the thread
+// launches is tagged with the innermost one. Popping an empty stack fails with
+// orErrorIllegalState; id may be NULL.
+orError_t orActivityPushExternalCorrelationId(uint64_t id);
+orError_t orActivityPopExternalCorrelationId(uint64_t* id);
+
+// Host-executed kernels. A kernel of this device runs on the thread that
+// launches it, after that thread has waited for the work queued on `stream`;
+// bracketing it with these calls records it as work of `stream`. *kernel is
+// NULL when recording is off (orKernelEnd(NULL) does nothing), so the bracket
+// costs one relaxed atomic load then; stream and name are checked only while
+// recording. The name is nameLength bytes, copied.
+// orKernelEnd must be called on the thread that began the kernel: orMemcpy
+// calls that thread makes in between are part of the kernel's record.
+typedef struct orKernelActivity* orKernelActivity_t;
+orError_t orKernelBegin(orStream_t stream, const char* name, size_t nameLength,
+                        orKernelActivity_t* kernel);
+orError_t orKernelEnd(orKernelActivity_t kernel);
+
+// Ranges: named intervals of a stream's timeline, like NVTX ranges but shown
+// on the stream itself. A range opens when `stream` reaches the push and
+// closes when it reaches the matching pop (at once when the stream is idle).
+// Ranges nest per thread; orRangePop closes the thread's innermost one and
+// fails with orErrorIllegalState if none is open. A range is recorded if
+// recording was on when it was pushed.
+orError_t orRangePush(orStream_t stream, const char* name);
+orError_t orRangePop(void);
+
 const char* orGetErrorName(orError_t error);
 const char* orGetErrorString(orError_t error);
 // Detail of the last failed call on this thread (names sizes, devices and

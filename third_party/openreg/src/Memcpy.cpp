@@ -4,6 +4,7 @@
 #include <shared_mutex>
 #include <utility>
 
+#include "Activity.h"
 #include "CopyBytes.h"
 #include "DeviceMemory.h"
 #include "Error.h"
@@ -136,15 +137,37 @@ struct QueuedCopy {
   Allocation* pinned[2];
 };
 
+// The device a synchronous copy is recorded on: the device end's (the
+// destination's for a device-to-device copy), the current device for a
+// host-to-host copy.
+int copyDevice(const void* dst, const void* src, orMemcpyKind kind) {
+  const Config* config = runtimeConfig();
+  if (kind == orMemcpyHostToDevice || kind == orMemcpyDeviceToDevice) {
+    return deviceContaining(*config, reinterpret_cast<uintptr_t>(dst))->index;
+  }
+  if (kind == orMemcpyDeviceToHost) {
+    return deviceContaining(*config, reinterpret_cast<uintptr_t>(src))->index;
+  }
+  return currentDevice();
+}
+
 }  // namespace
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   const Config* config = runtimeConfig();
   if (config == nullptr) return orErrorInitializationError;
   return checkCopy(*config, kMemcpy, dst, src, count, kind,
-                   [count](void* target, const void* origin, Allocation* const*) {
+                   [&](void* target, const void* origin, Allocation* const*) {
+                     std::optional<ActivityEntry> activity;
+                     if (activityRecording() && !insideRecordedKernel()) {
+                       activity = memcpyActivity(copyDevice(dst, src, kind), nullptr, kind, count);
+                     }
                      // A same-device or host-to-host copy may overlap.
                      copyBytes(target, origin, count);
+                     if (activity) {
+                       activity->end = activityTimestamp();
+                       addActivity(std::move(*activity));
+                     }
                    });
 }
 
@@ -163,9 +186,18 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
       error != orSuccess || !copy) {
     return error;  // invalid, or an empty copy with nothing to queue
   }
-  const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy] {
+  // Stamped when the stream runs the copy; tagged with the launching thread's
+  // correlation id now.
+  std::optional<ActivityEntry> activity;
+  if (activityRecording()) activity = memcpyActivity(queue->device(), stream, kind, count);
+  const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy, activity]() mutable {
+    if (activity) activity->start = activityTimestamp();
     copyBytes(copy.target, copy.origin, copy.count);
     copy.unpin();
+    if (activity) {
+      activity->end = activityTimestamp();
+      addActivity(std::move(*activity));
+    }
   });
   if (error != orSuccess) copy->unpin();
   return error;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "Activity.h"
 #include "Device.h"
 #include "Error.h"
 #include "HandleRegistry.h"
@@ -262,5 +263,15 @@ orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* userData)
   if (fn == nullptr) return fail(orErrorInvalidValue, "orLaunchHostFunc: fn is NULL");
   const std::shared_ptr<Stream> target = findStream(stream, "orLaunchHostFunc");
   if (target == nullptr) return orErrorInvalidResourceHandle;
-  return target->submit("orLaunchHostFunc", [fn, userData] { fn(userData); });
+  if (!activityRecording()) {
+    return target->submit("orLaunchHostFunc", [fn, userData] { fn(userData); });
+  }
+  ActivityEntry activity{orActivityKindHostFunc, "Host function", target->device(), stream,
+                         currentCorrelationId(), 0};
+  return target->submit("orLaunchHostFunc", [fn, userData, activity]() mutable {
+    activity.start = activityTimestamp();
+    fn(userData);
+    activity.end = activityTimestamp();
+    addActivity(std::move(activity));
+  });
 }
