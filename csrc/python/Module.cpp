@@ -22,6 +22,7 @@
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegIpc.h"
+#include "runtime/OpenRegPluggableAllocator.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegSyncDebug.h"
 #include "runtime/OpenRegTensorMeta.h"
@@ -117,6 +118,12 @@ BINDING(py_caching_allocator_alloc, (int64_t size, int device_index, int64_t str
   TORCH_CHECK_VALUE(size >= 0, "caching_allocator_alloc: size must be non-negative, got ", size);
   const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
   return reinterpret_cast<uintptr_t>(raw_alloc(static_cast<size_t>(size), stream));
+})
+// change_current_allocator: the addresses of the user's functions, which
+// OpenRegPluggableAllocator resolved with ctypes.
+BINDING(py_change_current_allocator, (uintptr_t alloc_fn, uintptr_t free_fn), {
+  changeCurrentAllocator(
+      reinterpret_cast<PluggableAllocFn>(alloc_fn), reinterpret_cast<PluggableFreeFn>(free_fn));
 })
 BINDING(py_caching_allocator_delete, (uintptr_t ptr), raw_free(reinterpret_cast<void*>(ptr));)
 // Stream.openreg_stream: the runtime handle (0 for the default stream).
@@ -257,6 +264,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_memory_fraction", &py_get_memory_fraction);
   m.def("_caching_allocator_alloc", &py_caching_allocator_alloc);
   m.def("_caching_allocator_delete", &py_caching_allocator_delete);
+  m.def("_change_current_allocator", &py_change_current_allocator);
   m.def("_stream_handle", &py_stream_handle);
   m.def("_stream_from_external", &py_stream_from_external);
   m.def("_host_memory_stats", &py_host_memory_stats);

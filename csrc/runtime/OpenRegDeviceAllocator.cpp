@@ -61,6 +61,7 @@
 
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/OpenRegPluggableAllocator.h"
 #include "runtime/OpenRegMemPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
 #include "runtime/OpenRegIpc.h"
@@ -547,6 +548,7 @@ class DeviceCache {
   // or nearly full device), settles for a segment of exactly `size`, updating
   // *bytes. Past the memory fraction, fails as the runtime does when full.
   orError_t runtime_malloc(void** ptr, size_t* bytes, size_t size) {
+    markCachingAllocatorUsed(); // the allocator can no longer be swapped
     const auto reserved = static_cast<size_t>(stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
     const auto fits_fraction = [&](size_t n) { return reserved + n <= allowed_bytes_; };
     orError_t err = fits_fraction(*bytes) ? orMalloc(ptr, *bytes) : orErrorMemoryAllocation;
@@ -1034,10 +1036,14 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 } // namespace
 
 c10::DeviceAllocator* getDeviceAllocator() {
+  if (c10::DeviceAllocator* pluggable = pluggableAllocator()) {
+    return pluggable; // change_current_allocator swapped it in
+  }
   return &g_allocator;
 }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  refuseIfPluggable("set_per_process_memory_fraction");
   g_allocator.set_memory_fraction(fraction, device);
 }
 
@@ -1046,10 +1052,14 @@ double getMemoryFraction(c10::DeviceIndex device) {
 }
 
 void* raw_alloc(size_t nbytes, c10::Stream stream) {
+  if (pluggableAllocator() != nullptr) {
+    return pluggableRawAlloc(nbytes, stream);
+  }
   return g_allocator.raw_alloc(nbytes, stream);
 }
 
 void setCachingEnabled(bool enabled) {
+  refuseIfPluggable("caching_allocator_enable");
   g_caching_enabled.store(enabled, std::memory_order_relaxed);
   if (!enabled) {
     g_allocator.emptyCache({0, 0});
@@ -1061,14 +1071,17 @@ bool cachingEnabled() {
 }
 
 void recordMemoryHistory(const HistoryOptions& options) {
+  refuseIfPluggable("_record_memory_history");
   g_allocator.record_history(options);
 }
 
 MemorySnapshot memorySnapshot() {
+  refuseIfPluggable("memory snapshots");
   return g_allocator.snapshot();
 }
 
 void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split) {
+  refuseIfPluggable("MemPool");
   g_allocator.retain_pool(device, id, no_split);
 }
 
@@ -1081,6 +1094,9 @@ int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
 }
 
 void raw_free(void* ptr) {
+  if (pluggableAllocator() != nullptr) {
+    return pluggableRawFree(ptr);
+  }
   g_allocator.raw_free(ptr);
 }
 

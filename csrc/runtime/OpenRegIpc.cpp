@@ -12,6 +12,7 @@
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGuard.h"
+#include "runtime/OpenRegPluggableAllocator.h"
 #include "runtime/OpenRegStream.h"
 
 // How references are counted across processes (CUDA's scheme, on openreg
@@ -167,6 +168,9 @@ void delete_received(void* context) {
 } // namespace
 
 SharedStorage share_storage(c10::StorageImpl& storage) {
+  // The counted deleter wraps a caching-allocator block; a pluggable
+  // allocator's memory is not a runtime IPC segment the cache tracks.
+  refuseIfPluggable("Sharing openreg tensors between processes");
   TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1, "share_storage: not an openreg storage");
   const c10::DataPtr& data = storage.data_ptr();
   TORCH_CHECK(

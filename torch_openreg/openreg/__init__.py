@@ -12,10 +12,12 @@ from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_ca
 from ._utils import _get_device_index
 from .memory import (
     MemPool,
+    OpenRegPluggableAllocator,
     caching_allocator_alloc,
     caching_allocator_delete,
     caching_allocator_disabled,
     caching_allocator_enable,
+    change_current_allocator,
     empty_cache,
     empty_host_cache,
     get_allocator_backend,

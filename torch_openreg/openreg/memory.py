@@ -8,6 +8,7 @@ from PyTorch's caching host allocator, which openreg's pinned memory uses.
 """
 import collections
 import contextlib
+import ctypes
 import functools
 import inspect
 import pickle
@@ -23,10 +24,12 @@ from ._utils import _get_device_index
 
 __all__ = [
     "MemPool",
+    "OpenRegPluggableAllocator",
     "caching_allocator_alloc",
     "caching_allocator_delete",
     "caching_allocator_disabled",
     "caching_allocator_enable",
+    "change_current_allocator",
     "empty_cache",
     "empty_host_cache",
     "get_allocator_backend",
@@ -515,3 +518,42 @@ def _route_accelerator_snapshot() -> None:
         return generic(device, augment_with_fx_traces=augment_with_fx_traces)
 
     torch.accelerator.memory._snapshot = snapshot
+
+
+class _OpenRegAllocator:
+    """An allocator change_current_allocator can install (torch.cuda's
+    ``_CUDAAllocator``)."""
+
+
+class OpenRegPluggableAllocator(_OpenRegAllocator):
+    """torch.cuda.memory.CUDAPluggableAllocator for openreg: device memory
+    from two functions of a shared library, loaded with ctypes::
+
+        void* alloc_fn_name(ssize_t size, int device, orStream_t stream);
+        void free_fn_name(void* ptr, ssize_t size, int device, orStream_t stream);
+
+    ``alloc`` returns runtime memory (from ``orMalloc``, so memory protection
+    applies) or NULL when out of memory; ``free`` gets back the size, device
+    and stream of the allocation. Install it with change_current_allocator."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        # As CUDA's: OSError for a library that does not load, AttributeError
+        # naming a missing function.
+        self._library = ctypes.CDLL(path_to_so_file)
+        self._alloc_fn = ctypes.cast(getattr(self._library, alloc_fn_name), ctypes.c_void_p).value
+        self._free_fn = ctypes.cast(getattr(self._library, free_fn_name), ctypes.c_void_p).value
+        if self._alloc_fn is None:
+            raise AssertionError(f"alloc_fn '{alloc_fn_name}' is None")
+        if self._free_fn is None:
+            raise AssertionError(f"free_fn '{free_fn_name}' is None")
+
+
+def change_current_allocator(allocator: _OpenRegAllocator) -> None:
+    """Makes ``allocator`` serve every openreg allocation from now on. As in
+    CUDA, only before the current allocator has allocated anything (else
+    RuntimeError "Can't swap an already initialized allocator"), and once: the
+    statistics, snapshot, history, MemPool, memory fraction, caching toggle
+    and IPC functions then raise, since they describe the caching allocator."""
+    if not isinstance(allocator, OpenRegPluggableAllocator):
+        raise TypeError(f"change_current_allocator: expected an OpenRegPluggableAllocator, got {type(allocator).__name__}")
+    _C._change_current_allocator(allocator._alloc_fn, allocator._free_fn)
