@@ -122,6 +122,7 @@ print("host_read_worked", flush=True)
 
 def test_caching_allocator_features_refuse(allocator_so):
     out = _run(allocator_so, """
+import torch_openreg._multiprocessing_reductions
 x = torch.ones(4, device="openreg")
 for name, call in [
     ("memory_allocated", lambda: torch.openreg.memory_allocated()),
@@ -131,6 +132,8 @@ for name, call in [
     ("_record_memory_history", lambda: torch.openreg.memory._record_memory_history()),
     ("MemPool", lambda: torch.openreg.MemPool()),
     ("set_per_process_memory_fraction", lambda: torch.openreg.set_per_process_memory_fraction(0.5)),
+    ("caching_allocator_enable", lambda: torch.openreg.caching_allocator_enable(False)),
+    ("IPC", lambda: torch_openreg._multiprocessing_reductions._reduce_storage(x.untyped_storage())),
 ]:
     try:
         call()
