@@ -55,6 +55,7 @@ if not _DEFERRED and _claim_privateuse1():
 
     _multiprocessing_reductions.register()
     _device_module.memory._route_accelerator_snapshot()
+
     from ._inductor import registration as _compile_registration
 
     _compile_registration.install()
