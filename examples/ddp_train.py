@@ -18,8 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from distributed_run import check_curves, global_mean, join
-from train import synthetic_batches  # examples/train.py: MNIST-shaped batches of 32
+from distributed_run import check_curves, global_mean, join, train_on_slices
 
 
 class ConvNet(nn.Module):
@@ -38,15 +37,7 @@ class ConvNet(nn.Module):
 
 def train(model, device, steps, rank=0, world=1):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for images, labels in synthetic_batches(steps):
-        images, labels = images.chunk(world)[rank].to(device), labels.chunk(world)[rank].to(device)
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
-    return losses
+    return train_on_slices(model, optimizer, device, steps, rank, world)
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
-"""What the distributed examples share: joining the job torchrun started, and checking a distributed loss curve
-against the same training in one CPU process.
+"""What the distributed examples share: joining the job torchrun started, training on this rank's slice of each
+global batch, and checking a distributed loss curve against the same training in one CPU process.
 
 Not a script: ddp_train.py and fsdp_train.py import it (torchrun puts their folder on sys.path).
 """
@@ -7,6 +7,9 @@ import os
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
+
+from train import synthetic_batches  # examples/train.py: MNIST-shaped batches of 32
 
 
 def join(device_type: str) -> torch.device:
@@ -22,6 +25,23 @@ def join(device_type: str) -> torch.device:
     torch.accelerator.set_device_index(device.index)
     dist.init_process_group(device_id=device)  # device_id: the group's collectives (barrier too) use this device
     return device
+
+
+def train_on_slices(model, optimizer, device, steps: int, rank: int = 0, world: int = 1) -> list[torch.Tensor]:
+    """Trains on slice `rank` of `world` of each global batch and returns the local losses (still on `device`).
+
+    With rank 0 of 1 this is the single-process reference run. The loss is taken in float32 whatever the model
+    computes in (a bfloat16 mixed-precision policy returns bfloat16 logits).
+    """
+    losses = []
+    for images, labels in synthetic_batches(steps):
+        images, labels = images.chunk(world)[rank].to(device), labels.chunk(world)[rank].to(device)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(images).float(), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses
 
 
 def global_mean(local_losses: list[torch.Tensor]) -> list[float]:

@@ -17,12 +17,10 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from distributed_run import check_curves, global_mean, join
-from train import synthetic_batches  # examples/train.py: MNIST-shaped batches of 32
+from distributed_run import check_curves, global_mean, join, train_on_slices
 
 
 def make_model():
@@ -33,15 +31,7 @@ def make_model():
 
 def train(model, device, steps, rank=0, world=1):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    losses = []
-    for images, labels in synthetic_batches(steps):
-        images, labels = images.chunk(world)[rank].to(device), labels.chunk(world)[rank].to(device)
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(images).float(), labels)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.detach())
-    return losses
+    return train_on_slices(model, optimizer, device, steps, rank, world)
 
 
 def main() -> int:

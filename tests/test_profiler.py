@@ -29,23 +29,30 @@ def child_result(code):
     return json.loads(line[len("RESULT=") :])
 
 
-LEGACY_PROFILE = """
-    import json, time, warnings
-    import torch
-    import torch_openreg
-
+# The profiled work, shared by the scripts below: a small training step whose results are compared with the CPU's
+# (profiling must not change them), with a record_function region around the forward.
+TRAINING_STEP = """
     def step(device):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         x = torch.randn(8, 16).to(device)
         target = torch.randn(8, 4).to(device)
-        loss = torch.nn.functional.mse_loss(model(x), target)
+        with torch.profiler.record_function("## forward ##"):
+            loss = torch.nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
         y = x @ x.T + 1
         return [loss.detach().cpu(), y.cpu()] + [p.detach().cpu() for p in model.parameters()]
+"""
 
+
+LEGACY_PROFILE = """
+    import json, time, warnings
+    import torch
+    import torch_openreg
+
+""" + TRAINING_STEP + """
     expected = step("cpu")
     step("openreg")  # warm up: lazy initialisation stays out of the profile
     with warnings.catch_warnings(record=True) as caught:
@@ -87,20 +94,9 @@ KINETO_PROFILE = """
     import torch
     import torch_openreg
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import ProfilerActivity, profile
 
-    def step(device):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        x = torch.randn(8, 16).to(device)
-        target = torch.randn(8, 4).to(device)
-        with record_function("## forward ##"):
-            loss = torch.nn.functional.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        return [loss.detach().cpu()] + [p.detach().cpu() for p in model.parameters()]
-
+""" + TRAINING_STEP + """
     expected = step("cpu")
     step("openreg")  # warm up
     with profile(activities=%(activities)s) as prof:
