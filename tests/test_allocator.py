@@ -1,4 +1,4 @@
-"""The caching device allocator (csrc/runtime/OpenRegDeviceAllocator.cpp):
+"""The caching device allocator (csrc/runtime/OpenRegDeviceAllocator.cpp and OpenRegDeviceCache.h):
 exact statistics under CUDA's names, size classes, block reuse, splitting and
 merging, empty_cache, peaks and resets, per-device accounting, out of memory,
 and a multi-threaded stress run that must leave nothing allocated.

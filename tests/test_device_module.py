@@ -24,6 +24,19 @@ def test_module_attributes():
         assert callable(getattr(torch.openreg, name)), name
 
 
+def test_submodules_import_through_torch_openreg():
+    # As `from torch.cuda.memory import MemPool`: the same module, bound to the extension.
+    import torch_openreg.openreg.memory as package_memory
+    from torch.openreg.memory import MemPool, memory_allocated
+
+    import torch.openreg.memory
+
+    assert torch.openreg.memory is package_memory
+    assert MemPool is package_memory.MemPool
+    assert MemPool().id[0] == 0
+    assert memory_allocated() == package_memory.memory_allocated()
+
+
 def test_is_available_and_device_count():
     assert torch.openreg.is_available() is True
     assert torch.openreg.device_count() == 2

@@ -36,6 +36,7 @@ memory = torch.openreg.memory
 def history():
     """Records with Python stacks from a clean history; stops afterwards."""
     gc.collect()  # frees of earlier tests' garbage stay out of the history
+    memory.empty_cache()  # so that a block cached by an earlier test serves no allocation expecting a new segment
     memory._record_memory_history("all", stacks="python", clear_history=True)
     yield
     memory._record_memory_history(None)

@@ -1,5 +1,6 @@
 """Builds and runs the openreg runtime's own C++ test program (no torch)."""
 
+import os
 import pathlib
 import subprocess
 
@@ -11,7 +12,8 @@ OPENREG = pathlib.Path(__file__).resolve().parents[1] / "third_party" / "openreg
 @pytest.mark.slow
 def test_runtime(tmp_path):
     result = subprocess.run(
-        ["make", "-j1", "-C", str(OPENREG), "test", f"BUILD={tmp_path}"],
+        # One object per runtime source and per test topic: compile them in parallel.
+        ["make", f"-j{os.cpu_count() or 1}", "-C", str(OPENREG), "test", f"BUILD={tmp_path}"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,6 +22,8 @@ def _autoload() -> None:
 # then only defines names in a module the import discards.
 _DEFERRED = defer_to_installed_copy(__name__, __path__[0])
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
 
 _BACKEND = "openreg"
@@ -40,6 +42,18 @@ def _claim_privateuse1() -> bool:
     return True
 
 
+def _register_submodules(package) -> None:
+    """Makes torch.openreg.memory (and every other submodule) the module
+    torch_openreg.openreg.memory. torch registers the package alone as
+    torch.openreg, so `from torch.openreg.memory import X` would otherwise run
+    memory.py again as a second module, whose `from .. import _C` finds
+    torch._C."""
+    prefix = package.__name__ + "."
+    for name, module in list(sys.modules.items()):
+        if name.startswith(prefix):
+            sys.modules[f"torch.{_BACKEND}.{name[len(prefix):]}"] = module
+
+
 if not _DEFERRED and _claim_privateuse1():
     # Loading the extension registers the hooks, guard, allocator and kernels.
     from . import _C  # noqa: F401
@@ -47,6 +61,7 @@ if not _DEFERRED and _claim_privateuse1():
 
     torch.utils.rename_privateuse1_backend(_BACKEND)
     torch._register_device_module(_BACKEND, _device_module)
+    _register_submodules(_device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )

@@ -7,7 +7,7 @@
 #include <c10/util/irange.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
-#include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegMemorySnapshot.h"
 
 namespace c10::openreg {
 namespace {

@@ -21,6 +21,7 @@
 #include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegMemPool.h"
+#include "runtime/OpenRegMemorySnapshot.h"
 #include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegPluggableAllocator.h"
 #include "runtime/OpenRegStream.h"

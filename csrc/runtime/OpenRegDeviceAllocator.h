@@ -1,16 +1,17 @@
 #pragma once
 
-#include <vector>
-
 #include <c10/core/CachingDeviceAllocator.h>
 
-#include "runtime/OpenRegMemoryHistory.h"
-
+// The allocator behind every openreg tensor, modelled on CUDA's caching
+// allocator: one cache per device (OpenRegDeviceCache.h) behind a
+// c10::DeviceAllocator registered for PrivateUse1, so
+// torch.accelerator.memory.* reads its statistics. Private pools are
+// OpenRegMemPool.h, history and snapshots OpenRegMemorySnapshot.h.
 namespace c10::openreg {
 
-// The allocator behind every openreg tensor (registered for PrivateUse1, so
-// torch.accelerator.memory.* reads its statistics). Deleters run with or
-// without the GIL held by the caller and never touch Python.
+// The current allocator: the caching one, or the pluggable one once
+// change_current_allocator installed it. Deleters run with or without the GIL
+// held by the caller and never touch Python.
 c10::DeviceAllocator* getDeviceAllocator();
 
 // torch.openreg.set_per_process_memory_fraction: caps the memory the cache
@@ -28,25 +29,5 @@ void raw_free(void* ptr);
 // tensors returns to the runtime at once (disabling empties the cache).
 void setCachingEnabled(bool enabled);
 bool cachingEnabled();
-
-// torch.openreg.memory._record_memory_history: starts, changes or stops
-// recording on every device.
-void recordMemoryHistory(const HistoryOptions& options);
-
-// The allocator's state on every device: its segments (address order, device
-// by device) with their blocks, and each device's recorded history.
-struct MemorySnapshot {
-  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;
-  std::vector<std::vector<TraceEntry>> device_traces;
-};
-MemorySnapshot memorySnapshot();
-
-// Private pools (OpenRegMemPool.h): a holder (a MemPool, a use_mem_pool
-// context) retains pool `id` on `device`, creating it on first use; when the
-// last holder releases it, its memory returns to the runtime as soon as its
-// blocks are free.
-void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split);
-void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id);
-int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
 } // namespace c10::openreg

@@ -5,6 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/OpenRegPluggableAllocator.h"
+
 namespace c10::openreg {
 namespace {
 
@@ -42,6 +45,58 @@ std::optional<c10::MempoolId_t> pool_for_current_thread(c10::DeviceIndex device)
     }
   }
   return std::nullopt;
+}
+
+void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split) {
+  refuseIfPluggable("MemPool");
+  device_cache(device).retain_pool(id, no_split);
+}
+
+void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  device_cache(device).release_pool(id);
+}
+
+int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
+  return device_cache(device).pool_use_count(id);
+}
+
+void DeviceCache::retain_pool(c10::MempoolId_t id, bool no_split) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& pool = private_pools_[id];
+  if (pool == nullptr) {
+    pool = std::make_unique<PrivatePool>(id, no_split);
+  }
+  pool->use_count += 1;
+}
+
+// The last holder gone, the pool's cached segments return to the runtime;
+// segments still in use follow as their blocks are freed.
+void DeviceCache::release_pool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = private_pools_.find(id);
+  TORCH_CHECK(
+      it != private_pools_.end() && it->second->use_count > 0, "openreg: memory pool (", id.first, ", ",
+      id.second, ") is not held on openreg:", static_cast<int>(device_));
+  PrivatePool& pool = *it->second;
+  if (--pool.use_count == 0) {
+    synchronize_pending();
+    release_cached(pool.small);
+    release_cached(pool.large);
+    drop_released_pools();
+  }
+}
+
+int DeviceCache::pool_use_count(c10::MempoolId_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = private_pools_.find(id);
+  return it == private_pools_.end() ? 0 : it->second->use_count;
+}
+
+// Forgets released pools that no longer hold memory.
+void DeviceCache::drop_released_pools() {
+  std::erase_if(private_pools_, [](const auto& entry) {
+    return entry.second->use_count == 0 && entry.second->segments == 0;
+  });
 }
 
 } // namespace c10::openreg

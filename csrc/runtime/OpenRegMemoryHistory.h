@@ -13,7 +13,7 @@
 // action (alloc, free_requested, free_completed, segment_alloc, segment_free,
 // oom, snapshot) goes into a per-device ring buffer with the stack that caused
 // it, and live blocks and segments remember the stack that allocated them; a
-// snapshot (OpenRegDeviceAllocator.h) reports both in torch.cuda's format.
+// snapshot (OpenRegMemorySnapshot.h) reports both in torch.cuda's format.
 //
 // Stacks are PyTorch's own CapturedTraceback (Python, TorchScript and
 // optionally C++ frames). Gathering Python frames takes the GIL, so, as in

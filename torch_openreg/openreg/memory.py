@@ -5,21 +5,27 @@ Every number comes from the caching allocator in C++ (through
 bindings in ``torch_openreg._C``); these functions accept openreg device
 arguments the way ``torch.cuda`` does. Host (pinned) memory statistics come
 from PyTorch's caching host allocator, which openreg's pinned memory uses.
+Memory history and snapshots (``_memory_history.py``), private pools
+(``_mem_pool.py``) and the pluggable allocator (``_pluggable_allocator.py``)
+have modules of their own; this module exports their names too.
 """
 import collections
 import contextlib
-import ctypes
-import functools
-import inspect
-import pickle
-import sys
 import warnings
 from typing import Any
 
 import torch
-from torch._utils import _augment_memory_snapshot_stack_traces
 
 from .. import _C
+from ._mem_pool import MemPool, use_mem_pool
+from ._memory_history import (
+    _dump_snapshot,
+    _record_memory_history,
+    _route_accelerator_snapshot,
+    _snapshot,
+    memory_snapshot,
+)
+from ._pluggable_allocator import OpenRegPluggableAllocator, _OpenRegAllocator, change_current_allocator
 from ._utils import _get_device_index
 
 __all__ = [
@@ -334,226 +340,3 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
         lines.append(f" {label:<21} | {cells} ")
     lines.append(double_rule)
     return "|" + "|\n|".join(lines) + "|\n"
-
-
-# --------------------------------------------------------------------------
-# Memory history and snapshots, in torch.cuda's format
-# (csrc/runtime/OpenRegMemoryHistory.h, csrc/python/MemorySnapshot.cpp)
-# --------------------------------------------------------------------------
-
-
-def _check_device(device) -> None:
-    if device is not None:
-        _C._check_device_index(_index(device))
-
-
-def _record_memory_history(enabled="all", *args, **kwargs) -> None:
-    """Records the caching allocator's actions and the stacks behind them, as
-    ``torch.cuda.memory._record_memory_history`` does, for every openreg device.
-
-    ``enabled``: ``"all"`` (history of every alloc/free/segment action, up to
-    ``max_entries``, oldest dropped first), ``"state"`` (only the stacks of live
-    blocks) or ``None`` (stop; drops the history). ``context``: which stacks to
-    keep, ``"state"`` (live blocks), ``"alloc"`` (also allocation entries),
-    ``"all"`` (also frees) or ``None``. ``stacks``: ``"python"`` (Python and
-    TorchScript frames) or ``"all"`` (also C++ frames). ``clear_history`` drops
-    the entries recorded so far; ``skip_actions`` lists actions not to record.
-    A bool ``enabled`` takes torch.cuda's legacy arguments. Read the result
-    with ``_snapshot()``.
-    """
-    if isinstance(enabled, bool):
-        return _record_memory_history_legacy(enabled, *args, **kwargs)
-    return _record_memory_history_impl(enabled, *args, **kwargs)
-
-
-def _record_memory_history_impl(
-    enabled: str | None = "all",
-    context: str | None = "all",
-    stacks: str = "all",
-    max_entries: int = sys.maxsize,
-    device=None,
-    clear_history: bool = False,
-    compile_context: bool = False,
-    global_record_annotations: bool = False,
-    skip_actions: list[str] | None = None,
-) -> None:
-    _check_device(device)  # like CUDA, recording covers every device
-    if compile_context or global_record_annotations:
-        raise NotImplementedError(
-            "openreg memory history does not record compile contexts or record_function annotations yet "
-            "(compile_context=True, global_record_annotations=True)"
-        )
-    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history, list(skip_actions or []))
-
-
-_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
-
-
-def _record_memory_history_legacy(
-    enabled: bool,
-    record_context: bool = True,
-    trace_alloc_max_entries: int = 1,
-    trace_alloc_record_context: bool = False,
-    device=None,
-    record_context_cpp: bool = False,
-    clear_history: bool = False,
-    compile_context: bool = False,
-    global_record_annotations: bool = False,
-    skip_actions: list[str] | None = None,
-) -> None:
-    """torch.cuda's older boolean form, mapped onto the current one."""
-    context = "alloc" if trace_alloc_record_context else "state" if record_context else None
-    _record_memory_history_impl(
-        "all" if enabled else None,
-        context,
-        "all" if record_context_cpp else "python",
-        max(1, trace_alloc_max_entries),
-        device,
-        clear_history,
-        compile_context,
-        global_record_annotations,
-        skip_actions,
-    )
-
-
-def _snapshot(device=None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
-    """The allocator's state on every openreg device, in the dictionary
-    ``torch.cuda.memory._snapshot()`` returns: ``segments`` (each with its
-    ``blocks``, their ``state`` and, while history is recorded, the ``frames``
-    that allocated them), ``device_traces`` (one list of actions per device),
-    ``allocator_settings``. ``torch.cuda._memory_viz`` and
-    https://pytorch.org/memory_viz read it. ``device``, as in torch.cuda, only
-    has to be valid: the snapshot covers every device."""
-    _check_device(device)
-    snapshot = _C._memory_snapshot(True)
-    if augment_with_fx_traces:
-        snapshot = _augment_memory_snapshot_stack_traces(snapshot)
-    return snapshot
-
-
-def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
-    """Pickles ``_snapshot()`` to ``filename``, for ``python -m torch.cuda._memory_viz``
-    or https://pytorch.org/memory_viz."""
-    snapshot = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
-    with open(filename, "wb") as f:
-        pickle.dump(snapshot, f)
-
-
-def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
-    """The segments of ``_snapshot()`` (every device's), as ``torch.cuda.memory_snapshot``;
-    with ``mempool_id``, only that pool's (``(0, 0)``: the default pool)."""
-    segments = _C._memory_snapshot(include_traces)["segments"]
-    if mempool_id is None:
-        return segments
-    pool = tuple(mempool_id)
-    return [segment for segment in segments if segment["segment_pool_id"] == pool]
-
-
-class MemPool:
-    """A private pool of the caching allocator, as ``torch.cuda.MemPool``.
-
-    Allocations inside ``use_mem_pool(pool)`` come from the pool's own blocks
-    (never from the default pool's, nor serve allocations outside it). The pool
-    lives on the device current when it is created; once it is deleted and no
-    ``use_mem_pool`` uses it, its memory returns to the runtime as soon as the
-    tensors allocated from it are freed. ``no_split=True`` gives every
-    allocation a segment of its own. ``allocator`` (a pluggable allocator) and
-    ``use_on_oom`` are not supported by openreg."""
-
-    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
-        if allocator is not None:
-            raise NotImplementedError("openreg MemPool: pluggable allocators are not supported (allocator must be None)")
-        if use_on_oom:
-            raise NotImplementedError("openreg MemPool: use_on_oom=True is not supported")
-        self._id = _C._mempool_new_id(True)
-        self._device = torch.openreg.current_device()
-        _C._mempool_retain(self._device, self._id, bool(no_split))
-
-    @property
-    def id(self) -> tuple[int, int]:
-        """The pool's id, as ``segment_pool_id`` shows it in snapshots."""
-        return self._id
-
-    def use_count(self) -> int:
-        """How many holders the pool has: this object plus each active ``use_mem_pool``."""
-        return _C._mempool_use_count(self._device, self._id)
-
-    def snapshot(self, include_traces: bool = True) -> list[dict[str, Any]]:
-        """The pool's segments (``memory_snapshot(self.id)``)."""
-        return memory_snapshot(self.id, include_traces=include_traces)
-
-    def __del__(self):
-        # Not at interpreter exit, when the extension may be gone already.
-        if getattr(self, "_id", None) is not None and not sys.is_finalizing():
-            _C._mempool_release(self._device, self._id)
-
-
-@contextlib.contextmanager
-def use_mem_pool(pool: MemPool, device=None):
-    """Routes this thread's allocations on ``device`` (default: the current
-    device) to ``pool`` inside the ``with`` block, as ``torch.cuda.use_mem_pool``.
-    Other threads (such as autograd's) keep allocating from the default pool."""
-    if not isinstance(pool, MemPool):
-        raise TypeError(f"use_mem_pool expects a torch.openreg.MemPool, got {type(pool).__name__}")
-    index = torch.openreg.current_device() if device is None else _index(device)
-    _C._check_device_index(index)
-    _C._mempool_begin(index, pool.id)
-    try:
-        yield
-    finally:
-        _C._mempool_end(index, pool.id)
-
-
-def _route_accelerator_snapshot() -> None:
-    """``torch.accelerator.memory._snapshot()`` sends every accelerator but XPU
-    to torch.cuda in torch 2.13; this routes openreg to ``_snapshot`` above and
-    leaves every other accelerator where torch sends it."""
-    generic = torch.accelerator.memory._snapshot
-
-    @functools.wraps(generic)
-    def snapshot(device=None, augment_with_fx_traces: bool = False):
-        accelerator = torch.accelerator.current_accelerator()
-        if accelerator is not None and accelerator.type == "openreg":
-            return _snapshot(device, augment_with_fx_traces=augment_with_fx_traces)
-        return generic(device, augment_with_fx_traces=augment_with_fx_traces)
-
-    torch.accelerator.memory._snapshot = snapshot
-
-
-class _OpenRegAllocator:
-    """An allocator change_current_allocator can install (torch.cuda's
-    ``_CUDAAllocator``)."""
-
-
-class OpenRegPluggableAllocator(_OpenRegAllocator):
-    """torch.cuda.memory.CUDAPluggableAllocator for openreg: device memory
-    from two functions of a shared library, loaded with ctypes::
-
-        void* alloc_fn_name(ssize_t size, int device, orStream_t stream);
-        void free_fn_name(void* ptr, ssize_t size, int device, orStream_t stream);
-
-    ``alloc`` returns runtime memory (from ``orMalloc``, so memory protection
-    applies) or NULL when out of memory; ``free`` gets back the size, device
-    and stream of the allocation. Install it with change_current_allocator."""
-
-    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
-        # As CUDA's: OSError for a library that does not load, AttributeError
-        # naming a missing function.
-        self._library = ctypes.CDLL(path_to_so_file)
-        self._alloc_fn = ctypes.cast(getattr(self._library, alloc_fn_name), ctypes.c_void_p).value
-        self._free_fn = ctypes.cast(getattr(self._library, free_fn_name), ctypes.c_void_p).value
-        if self._alloc_fn is None:
-            raise AssertionError(f"alloc_fn '{alloc_fn_name}' is None")
-        if self._free_fn is None:
-            raise AssertionError(f"free_fn '{free_fn_name}' is None")
-
-
-def change_current_allocator(allocator: _OpenRegAllocator) -> None:
-    """Makes ``allocator`` serve every openreg allocation from now on. As in
-    CUDA, only before the current allocator has allocated anything (else
-    RuntimeError "Can't swap an already initialized allocator"), and once: the
-    statistics, snapshot, history, MemPool, memory fraction, caching toggle
-    and IPC functions then raise, since they describe the caching allocator."""
-    if not isinstance(allocator, OpenRegPluggableAllocator):
-        raise TypeError(f"change_current_allocator: expected an OpenRegPluggableAllocator, got {type(allocator).__name__}")
-    _C._change_current_allocator(allocator._alloc_fn, allocator._free_fn)

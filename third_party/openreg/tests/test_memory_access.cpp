@@ -1,0 +1,145 @@
+// Reaching device memory: the protected user view faults, pointer attributes,
+// and scoped host access (orMemAccessBegin / orMemAccessEnd).
+#include <signal.h>
+
+#include "harness.h"
+
+namespace openreg_test {
+
+void testMemoryProtection() {
+  const auto readDirectly = [] {
+    rlimit noCore{0, 0};
+    setrlimit(RLIMIT_CORE, &noCore);
+    void* ptr = nullptr;
+    CHECK_OK(orMalloc(&ptr, kPage));
+    const unsigned char value = 42;
+    CHECK_OK(orMemcpy(ptr, &value, 1, orMemcpyHostToDevice));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const unsigned char read = *static_cast<volatile unsigned char*>(ptr);
+    _exit(read == 42 ? 42 : 1);
+  };
+  for (const Environment& env : {Environment{}, Environment{{"OPENREG_MEMORY_PROTECTION", "1"}}}) {
+    const int status = runInChild(env, readDirectly);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+  }
+  const int status = runInChild({{"OPENREG_MEMORY_PROTECTION", "0"}}, readDirectly);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42);
+
+  // Unprotected, host writes through device pointers are seen by copies.
+  CHECK_CHILD_EXITED_CLEANLY(runInChild({{"OPENREG_MEMORY_PROTECTION", "0"}}, [] {
+    void* ptr = nullptr;
+    CHECK_OK(orMalloc(&ptr, kPage));
+    std::memset(ptr, 7, kPage);
+    CHECK(readBack(ptr, kPage) == std::vector<unsigned char>(kPage, 7));
+    CHECK_OK(orFree(ptr));
+  }));
+}
+
+void testPointerAttributes() {
+  orPointerAttributes attributes{};
+  CHECK_ERR(orPointerGetAttributes(nullptr, &attributes), orErrorInvalidValue);
+
+  void* ptr = nullptr;
+  CHECK_OK(orMalloc(&ptr, 2 * kPage));
+  for (size_t at : {size_t{0}, size_t{1}, 2 * kPage - 1}) {
+    CHECK_OK(orPointerGetAttributes(&attributes, offset(ptr, at)));
+    CHECK(attributes.type == orMemoryTypeDevice);
+    CHECK(attributes.device == 0);
+    CHECK(attributes.basePointer == ptr);
+    CHECK(attributes.allocationSize == 2 * kPage);
+  }
+  // The host view handed out by a scoped access is ordinary host memory.
+  void* view = nullptr;
+  CHECK_OK(orMemAccessBegin(ptr, 1, &view));
+  CHECK_OK(orPointerGetAttributes(&attributes, view));
+  CHECK(attributes.type == orMemoryTypeUnregistered);
+  CHECK_OK(orMemAccessEnd(ptr));
+  CHECK_OK(orFree(ptr));
+  CHECK_ERR(orPointerGetAttributes(&attributes, ptr), orErrorInvalidDevicePointer);
+  CHECK_MESSAGE_HAS("not inside a live allocation");
+
+  CHECK_OK(orMallocHost(&ptr, 1));
+  CHECK_OK(orPointerGetAttributes(&attributes, ptr));
+  CHECK(attributes.type == orMemoryTypeHost && attributes.device == -1);
+  CHECK(attributes.basePointer == ptr && attributes.allocationSize == kPage);
+  CHECK_OK(orFreeHost(ptr));
+
+  int local = 0;
+  std::vector<int> heap(10);
+  const void* const plainPointers[] = {&local, heap.data(), nullptr, ptr};
+  for (const void* plain : plainPointers) {
+    attributes = {orMemoryTypeDevice, 3, &local, 9};
+    CHECK_OK(orPointerGetAttributes(&attributes, plain));
+    CHECK(attributes.type == orMemoryTypeUnregistered);
+    CHECK(attributes.device == -1);
+    CHECK(attributes.basePointer == nullptr);
+    CHECK(attributes.allocationSize == 0);
+  }
+}
+
+void testScopedAccess() {
+  void* ptr = nullptr;
+  void* host = nullptr;
+  CHECK_OK(orMalloc(&ptr, 2 * kPage));
+  CHECK_ERR(orMemAccessBegin(ptr, 1, nullptr), orErrorInvalidValue);
+
+  CHECK_OK(orMemAccessBegin(ptr, 2 * kPage, &host));
+  CHECK(host != ptr);
+  std::memset(host, 9, 2 * kPage);  // writes through the host view are device writes
+  CHECK(readBack(ptr, 2 * kPage) == std::vector<unsigned char>(2 * kPage, 9));
+  const std::vector<unsigned char> data = pattern(2 * kPage, 5);
+  CHECK_OK(orMemcpy(ptr, data.data(), data.size(), orMemcpyHostToDevice));
+  CHECK(std::memcmp(host, data.data(), data.size()) == 0);
+
+  // Counted per allocation, from any pointer inside it.
+  void* second = nullptr;
+  CHECK_OK(orMemAccessBegin(offset(ptr, kPage), kPage, &second));
+  CHECK(second == offset(host, kPage));
+  void* empty = nullptr;
+  CHECK_OK(orMemAccessBegin(offset(ptr, 2 * kPage - 1), 0, &empty));
+  CHECK_ERR(orFree(ptr), orErrorIllegalState);
+  CHECK_MESSAGE_HAS("3 open host access");
+  CHECK_OK(orMemAccessEnd(offset(ptr, 2 * kPage - 1)));
+  CHECK_OK(orMemAccessEnd(offset(ptr, kPage)));
+  CHECK_ERR(orFree(ptr), orErrorIllegalState);
+  CHECK_OK(orMemAccessEnd(ptr));
+  CHECK_ERR(orMemAccessEnd(ptr), orErrorIllegalState);  // end without begin
+  CHECK_MESSAGE_HAS("no open host access");
+
+  // Ranges and pointers.
+  CHECK_ERR(orMemAccessBegin(ptr, 2 * kPage + 1, &host), orErrorInvalidDevicePointer);
+  CHECK_MESSAGE_HAS("exceeds its allocation");
+  CHECK_ERR(orMemAccessBegin(offset(ptr, 2 * kPage - 1), 2, &host), orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemAccessBegin(data.data(), 1, &host), orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemAccessBegin(nullptr, 0, &host), orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemAccessEnd(data.data()), orErrorInvalidDevicePointer);
+  CHECK_OK(orFree(ptr));
+  CHECK_ERR(orMemAccessBegin(ptr, 1, &host), orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemAccessEnd(ptr), orErrorInvalidDevicePointer);
+
+  // Two threads open and close accesses on one allocation concurrently.
+  constexpr size_t kSize = kPage;
+  const std::vector<unsigned char> expected = pattern(kSize, 6);
+  CHECK_OK(orMalloc(&ptr, kSize));
+  CHECK_OK(orMemcpy(ptr, expected.data(), kSize, orMemcpyHostToDevice));
+  std::atomic<int> errors{0};
+  const auto reader = [&] {
+    for (int i = 0; i < 100000; ++i) {
+      void* view = nullptr;
+      if (orMemAccessBegin(ptr, kSize, &view) != orSuccess ||
+          std::memcmp(view, expected.data(), kSize) != 0 || orMemAccessEnd(ptr) != orSuccess) {
+        errors.fetch_add(1);
+      }
+    }
+  };
+  std::thread firstReader(reader), secondReader(reader);
+  firstReader.join();
+  secondReader.join();
+  CHECK(errors.load() == 0);
+  CHECK(readBack(ptr, kSize) == expected);
+  CHECK_ERR(orMemAccessEnd(ptr), orErrorIllegalState);  // every begin was ended
+  CHECK_OK(orFree(ptr));
+}
+
+}  // namespace openreg_test
