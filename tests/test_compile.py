@@ -10,6 +10,8 @@ and the rest is marked slow. The session compiles into its own Inductor cache
 directory (the ``inductor_cache`` fixture), so no test depends on what other
 processes cached.
 """
+import copy
+import re
 import signal
 
 import pytest
@@ -285,6 +287,80 @@ def test_random_ops_match_compiled_cpu_and_with_fallback_random_eager():
         torch.manual_seed(7)
         compiled = torch.compile(lambda t: fn(t))(x.to(DEVICE))
     assert_all_same(compiled, tuple(t.cpu() for t in eager))
+
+
+# (input shape, weight shape, input format, weight format, dtype, transposed)
+CONVOLUTION_LAYOUT_CASES = [
+    ((4, 3, 8, 8), (6, 3, 3, 3), torch.contiguous_format, torch.contiguous_format, torch.float32, False),
+    ((4, 3, 8, 8), (6, 3, 3, 3), torch.channels_last, torch.contiguous_format, torch.float32, False),
+    ((4, 3, 8, 8), (6, 3, 3, 3), torch.contiguous_format, torch.channels_last, torch.float32, False),
+    ((4, 3, 8, 8), (6, 3, 3, 3), torch.channels_last, torch.channels_last, torch.float64, False),
+    ((4, 3, 8, 8), (3, 6, 3, 3), torch.channels_last, torch.contiguous_format, torch.float32, True),
+    ((2, 3, 4, 6, 6), (4, 3, 3, 3, 3), torch.channels_last_3d, torch.contiguous_format, torch.float32, False),
+    ((2, 3, 10), (4, 3, 3), torch.contiguous_format, torch.contiguous_format, torch.float32, False),
+]
+
+
+@pytest.mark.parametrize("case", CONVOLUTION_LAYOUT_CASES, ids=lambda case: f"{case[0]}-{case[2]}-{case[3]}-{case[4]}")
+def test_fake_tensors_predict_the_eager_convolution_layout(case):
+    """openreg's convolution runs the CPU's kernel and returns its layout
+    (channels-last for channels-last inputs or weights); fake tensors, from
+    which Dynamo and Inductor compile, predict that layout for the output and
+    the three gradients (FakeTensor's own rule predicts contiguous for a
+    PrivateUse1 device)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    input_shape, weight_shape, input_format, weight_format, dtype, transposed = case
+    x = make_cpu(input_shape, dtype).contiguous(memory_format=input_format)
+    w = make_cpu(weight_shape, dtype, seed=1).contiguous(memory_format=weight_format)
+    b = make_cpu(weight_shape[1] if transposed else weight_shape[0], dtype, seed=2)
+    spatial = len(weight_shape) - 2
+    options = dict(stride=[1] * spatial, padding=[1] * spatial, dilation=[1] * spatial, transposed=transposed,
+                   output_padding=[0] * spatial, groups=1)
+
+    def forward_and_gradients(x, w, b):
+        out = torch.ops.aten.convolution(x, w, b, **options)
+        grads = torch.ops.aten.convolution_backward(torch.ones_like(out), x, w, [b.numel()], **options,
+                                                    output_mask=[True, True, True])
+        return out, *grads
+
+    on_cpu = forward_and_gradients(x, w, b)
+    on_device = forward_and_gradients(x.to(DEVICE), w.to(DEVICE), b.to(DEVICE))
+    fake_mode = FakeTensorMode()
+    fakes = [fake_mode.from_tensor(t.to(DEVICE)) for t in (x, w, b)]
+    with fake_mode:
+        predicted = forward_and_gradients(*fakes)
+    for actual, expected, fake in zip(on_device, on_cpu, predicted):
+        assert_same(actual, expected)
+        assert (fake.device.type, fake.shape, fake.stride()) == (DEVICE, expected.shape, expected.stride())
+
+
+def convolution_layouts(code):
+    """(sizes, strides) of each convolution output the generated wrapper checks."""
+    return re.findall(r"assert_size_stride\(buf\d+, (\(.*?\)), (\(.*?\)), 'torch.ops.aten.convolution", "\n".join(code))
+
+
+@pytest.mark.slow
+def test_convolutions_run_channels_last_as_on_cpu():
+    """Inductor's layout optimization runs a network's convolutions
+    channels-last on the CPU (oneDNN); openreg's convolutions are the CPU's
+    kernels and get the same layouts and results, forward and backward."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, padding=1, bias=False)
+    )
+    x = make_cpu((4, 3, 10, 10))
+
+    def forward_backward(model, x):
+        out = model(x)
+        out.sum().backward()
+        return out, *(p.grad for p in model.parameters())
+
+    expected, cpu_code = run_and_get_code(torch.compile(forward_backward), model, x)
+    actual, code = run_and_get_code(torch.compile(forward_backward), copy.deepcopy(model).to(DEVICE), x.to(DEVICE))
+    assert_all_same(actual, expected)
+    assert convolution_layouts(code) == convolution_layouts(cpu_code)
+    assert ("(4, 8, 10, 10)", "(800, 1, 80, 8)") in convolution_layouts(code)  # channels-last
 
 
 def make_mlp():

@@ -60,20 +60,27 @@ def _cpu_scheduler_nodes_include_openreg(is_cpu):
     return is_cpu_or_openreg
 
 
-def _no_layout_optimization_for_openreg_convolutions(decide_layout_opt):
-    # GraphLowering.decide_layout_opt turns convolution inputs channels-last
-    # for GPUs (and for the CPU when mkldnn runs them). openreg's eager
-    # convolution is the CPU's kernel and returns the CPU's output format
-    # (channels-last for channels-last inputs), while fake tensors predict
-    # contiguous outputs for a PrivateUse1 convolution
-    # (_conv_determine_backend_memory_format, "Overrideable" backend), so the
-    # compiled graph's stride check would fail. Keeping inputs as they are
-    # makes both agree for contiguous inputs.
+def _cpu_layout_optimization_for_openreg_convolutions(decide_layout_opt):
+    # GraphLowering.decide_layout_opt turns convolution inputs and weights
+    # channels-last. For convolutions on the CPU (mkldnn enabled) it always
+    # does; for another device it uses heuristics measured on GPUs, which
+    # keep small-channel networks contiguous. openreg's convolution is the
+    # CPU's oneDNN kernel, so it gets the CPU's answer: the same channels-last
+    # convolutions and fused kernels as the CPU's code (contiguous inputs cost
+    # the oneDNN kernels layout conversions). The compiled graph's stride checks
+    # hold because fake tensors predict the CPU's output layout for openreg
+    # convolutions (fake_convolution.py).
     @functools.wraps(decide_layout_opt)
     def decide_layout_opt_openreg(gm, *, is_inference):
-        for node in gm.graph.nodes:
-            if node.target is torch.ops.aten.convolution.default and _on_openreg(node.args[0].meta["val"].device):
-                return False
+        convolutions = [node for node in gm.graph.nodes if node.target is torch.ops.aten.convolution.default]
+        if (
+            config.layout_optimization
+            and convolutions
+            and all(_on_openreg(node.args[i].meta["val"].device) for node in convolutions for i in (0, 1))
+            and torch.backends.mkldnn.enabled
+            and torch.backends.mkldnn.is_available()
+        ):
+            return True
         return decide_layout_opt(gm, is_inference=is_inference)
 
     return staticmethod(decide_layout_opt_openreg)
@@ -120,6 +127,6 @@ def install() -> None:
     scheduler.BaseSchedulerNode.is_cpu = _cpu_scheduler_nodes_include_openreg(scheduler.BaseSchedulerNode.is_cpu)
     lowering.use_two_step_variance = _cpu_variance_algorithm_for_openreg(lowering.use_two_step_variance)
     lowering.get_constant_value = _exact_constant_divisions_for_openreg(lowering.get_constant_value)
-    graph.GraphLowering.decide_layout_opt = _no_layout_optimization_for_openreg_convolutions(
+    graph.GraphLowering.decide_layout_opt = _cpu_layout_optimization_for_openreg_convolutions(
         graph.GraphLowering.decide_layout_opt
     )

@@ -10,6 +10,9 @@ that needs it has been imported:
   interface up by itself: ``get_interface_for_device`` raises);
 - Dynamo's skip rules: the package's Python runs eagerly, as torch.cuda's does,
   after ``torch._dynamo.trace_rules``;
+- fake tensors: the CPU's layout rule for openreg convolutions
+  (fake_convolution.py) after ``torch._subclasses.fake_impls``, which
+  ``import torch`` has usually imported already (then at once);
 - Inductor: ``register_backend_for_device`` and ``register_device_op_overrides``
   after ``torch._inductor.compile_fx``, which every compilation goes through
   (``torch.compile``'s Inductor backend, cache loads). By then the Inductor
@@ -45,6 +48,12 @@ def _skip_in_dynamo() -> None:
     trace_rules.add("torch_openreg")
 
 
+def _predict_convolution_layouts_as_cpu() -> None:
+    from . import fake_convolution
+
+    fake_convolution.install()
+
+
 def _register_with_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
@@ -68,6 +77,7 @@ def _register_with_inductor() -> None:
 
 
 _AFTER_IMPORT = {
+    "torch._subclasses.fake_impls": _predict_convolution_layouts_as_cpu,
     "torch._dynamo.device_interface": _register_with_dynamo,
     "torch._dynamo.trace_rules": _skip_in_dynamo,
     "torch._inductor.compile_fx": _register_with_inductor,
