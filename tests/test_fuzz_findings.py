@@ -291,3 +291,29 @@ def test_signbit_of_the_nan_of_a_one_element_variance_matches_cpu(dtype, reduce)
                 expected.view(torch.int16 if dtype.itemsize == 2 else torch.int32 if dtype.itemsize == 4
                               else torch.int64))
 
+
+# --------------------------------------------------------------------------
+# An integer tensor that requires grad (an in-place comparison with an operand that requires grad makes one;
+# fuzzer seed 301584): the fallback no longer tries to mark its CPU alias as requiring grad, which raised
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operator", [lambda t: t.any(dim=-2), lambda t: t.float(), lambda t: t.bitwise_xor(t),
+                                      lambda t: t.sum()], ids=["any", "float", "bitwise_xor", "sum"])
+def test_integer_tensor_that_requires_grad_matches_cpu(operator):
+    def run(device):
+        x = torch.arange(15, dtype=torch.int32).view(3, 5).to(device)
+        x.lt_(torch.tensor(4.0, dtype=torch.float64, requires_grad=True).to(device))
+        assert x.requires_grad
+        return operator(x)
+
+    expected = None
+    with contextlib.suppress(RuntimeError):
+        expected = run("cpu")
+    if expected is None:
+        with pytest.raises(RuntimeError):
+            run(DEVICE)
+        return
+    actual = run(DEVICE)
+    assert actual.requires_grad == expected.requires_grad
+    assert_same(actual.detach(), expected.detach())
