@@ -15,12 +15,13 @@
 // makes an expanded or gapped input contiguous) and orders the output's
 // dimensions by those copies; over any other device it converts inside the
 // kernel and orders by the inputs as given. A type-promoting call with an
-// expanded, strided or permuted operand therefore came back with other
-// strides than on the CPU (`torch.tensor([2]).expand(17, 3) ^ x.t()`), and a
-// following reduction could round differently. Through the fallback the meta
-// function sees host views, which are CPU tensors, so the CPU's rule applies
-// as is (the DispatchStub operators of StubKernels.cpp make the same choice
-// per call with their host path).
+// expanded, strided or permuted operand would get other strides than on the
+// CPU (`torch.tensor([2]).expand(17, 3) ^ x.t()`), and a following reduction
+// could round differently. Through the fallback the meta function sees host
+// views, which are CPU tensors, so the CPU's rule applies as is. The price:
+// the CPU kernel allocates the result in host memory, which the fallback
+// copies to the device once (the DispatchStub operators of StubKernels.cpp
+// choose per call, and write into device memory either way).
 //
 // The operators are found in the dispatcher, so that a PyTorch update adding
 // one is covered: aten operators with a CPU kernel, the generated default and
