@@ -127,7 +127,7 @@ def test_structured_defaults_run_an_openreg_or_cpu_out_kernel():
     """The generated functional/in-place kernels call `.out`: that must itself reach the CPU kernel
     (the backend fallback, or an openreg registration), never another composite."""
     defaults = composite_routing.structured_defaults()
-    assert "aten::silu" in defaults and "aten::mish" in defaults
+    assert "aten::mm" in defaults and "aten::silu_" in defaults
     wrong = {}
     for name, delegate in defaults.items():
         entry = next(line for line in torch._C._dispatch_dump_table(delegate).splitlines()
@@ -236,3 +236,26 @@ def test_results_equal_the_cpu_kernels(name):
     assert cases > 0
     if name not in composite_routing.KEPT_COMPOSITES:
         assert torch.openreg.fallback_stats().get(name, 0) > 0, f"no sample reached {name}"
+
+
+def test_functional_tensor_iterator_operators_run_the_cpu_kernel():
+    """The generated functional default would run the meta function over device tensors, where a
+    TensorIterator orders the result's dimensions otherwise than over CPU tensors when it promotes an input
+    (csrc/aten/StructuredDefaults.cpp): every such operator has an openreg kernel, the CPU's through the
+    fallback, and only in-place and non-iterator operators keep the default."""
+    entries = composite_routing.native_functions()
+    iterator_functionals = set()
+    for name, entry in entries.items():
+        delegate = entries.get(entry.get("structured_delegate") or "", {})
+        if delegate.get("structured_inherits") == "TensorIteratorBase":
+            qualified = "aten::" + name
+            base, _, overload = name.partition(".")
+            if not getattr(getattr(torch.ops.aten, base), overload or "default")._schema.is_mutable:
+                iterator_functionals.add(qualified)
+    assert {"aten::bitwise_xor.Tensor", "aten::fmod.Tensor", "aten::glu", "aten::smooth_l1_loss"} <= iterator_functionals
+    defaults = composite_routing.structured_defaults()
+    assert not iterator_functionals & set(defaults), sorted(iterator_functionals & set(defaults))
+    torch.openreg.reset_fallback_stats()
+    torch.bitwise_xor(torch.ones(2, dtype=torch.uint8, device=DEVICE), torch.ones(2, dtype=torch.int32, device=DEVICE))
+    stats = torch.openreg.fallback_stats()
+    assert stats.get("aten::bitwise_xor.Tensor") == 1 and "aten::bitwise_xor.Tensor_out" not in stats

@@ -188,8 +188,10 @@ def test_remainder_has_per_operator_fallback_kernel_and_equals_cpu():
     assert_same(torch.remainder(dev(a), torch.tensor(1.5)), torch.remainder(a, torch.tensor(1.5)))
 
 
-def test_atan2_uses_global_fallback():
-    assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::atan2", "PrivateUse1")
+def test_atan2_out_uses_global_fallback():
+    # The functional atan2 is a per-operator fallback kernel (a TensorIterator operator: the CPU's own kernel
+    # decides the result's layout); its out= overload reaches the backend fallback.
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::atan2", "PrivateUse1")
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::atan2.out", "PrivateUse1")
     table = torch._C._dispatch_dump_table("aten::atan2.out")
     line = next(l for l in table.splitlines() if l.startswith("PrivateUse1:"))
@@ -198,7 +200,10 @@ def test_atan2_uses_global_fallback():
     b = make_cpu((4, 5), torch.float32, seed=2)
     torch.openreg.reset_fallback_stats()
     assert_same(torch.atan2(dev(a), dev(b)), torch.atan2(a, b))
-    assert torch.openreg.fallback_stats() == {"aten::atan2.out": 1}
+    assert torch.openreg.fallback_stats() == {"aten::atan2": 1}
+    out = torch.empty(0, device=DEVICE)
+    assert_same(torch.atan2(dev(a), dev(b), out=out), torch.atan2(a, b))
+    assert torch.openreg.fallback_stats() == {"aten::atan2": 1, "aten::atan2.out": 1}
 
 
 # --------------------------------------------------------------------------

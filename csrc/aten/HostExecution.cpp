@@ -89,8 +89,11 @@ at::Tensor host_argument(HostViews& views, const at::Tensor& t) {
   // Some CPU kernels save what only the backward pass needs when an input
   // requires grad (_sparse_mm_reduce_impl's arg-max indices), as they do for
   // the CPU tensors the caller would have passed. Below autograd this
-  // records nothing.
-  if (t.requires_grad() && !host.requires_grad()) {
+  // records nothing. An integer tensor can carry requires_grad too (the
+  // result of an in-place comparison with an operand that requires grad),
+  // which a CPU tensor refuses to be given: the kernel has nothing to save.
+  const bool differentiable = at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type());
+  if (differentiable && t.requires_grad() && !host.requires_grad()) {
     host.set_requires_grad(true);
   }
   return host;

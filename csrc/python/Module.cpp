@@ -11,6 +11,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/Fallback.h"
+#include "aten/StructuredDefaults.h"
 #include "python/MemorySnapshot.h"
 #include "distributed/ProcessGroupOpenRegPython.h"
 #include "inductor/HostKernelCall.h"
@@ -244,6 +245,7 @@ BINDING(py_memory_snapshot, (bool include_traces), return memory_snapshot_dict(i
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
+  at::openreg::route_structured_iterator_defaults();
   m.doc() = "openreg runtime bindings";
   m.def("_init", &py_init);
   m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(at::kPrivateUse1); });

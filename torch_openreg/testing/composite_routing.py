@@ -19,7 +19,8 @@ without openreg's registrations. The generated functional and in-place
 kernels of structured operators (``structured_delegate`` in
 ``native_functions.yaml``) are not in the class: they run the operator's
 ``.out`` overload, on openreg the CPU's ``.out`` kernel, with the same meta
-function. Whether CUDA has a kernel of its own comes from
+function (the functional ones of TensorIterator operators are routed to the
+CPU's own kernel instead: ``csrc/aten/StructuredDefaults.cpp``). Whether CUDA has a kernel of its own comes from
 ``native_functions.yaml`` (shipped with torch in ``torchgen``), since a CPU
 build registers no CUDA kernels.
 """
@@ -155,7 +156,7 @@ def candidates():
 
 def structured_defaults():
     """Operators served on openreg by a generated structured default, with the
-    `.out` overload it runs: {"aten::silu": "aten::silu.out"}."""
+    `.out` overload it runs: {"aten::mm": "aten::mm.out"}."""
     defaults = {}
     for name, entry in native_functions().items():
         delegate = entry.get("structured_delegate")
