@@ -7,9 +7,13 @@
 - torch_openreg/ops/libopenreg_extra_ops.so, a plain shared library of extra
   operators (csrc/extra_ops) that users load at run time with
   torch.ops.load_library(torch_openreg.extra_ops_path()); nothing imports it.
+
+The registrations of the custom operators (schemas and kernels) are generated
+from torch_openreg/ops/operators.yaml on every build, into the build directory.
 """
 import glob
 import os
+import sys
 import sysconfig
 
 from setuptools import Extension, setup
@@ -21,11 +25,16 @@ import torch  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import gen_custom_ops  # noqa: E402
+
 RUNTIME = "torch_openreg.libopenreg"
 EXTRA_OPS = "torch_openreg.ops.libopenreg_extra_ops"
 PLAIN_LIBRARIES = {RUNTIME, EXTRA_OPS}
 EXTRA_OPS_DIR = os.path.join("csrc", "extra_ops")
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+OPERATORS_YAML = os.path.join(ROOT, "torch_openreg", "ops", "operators.yaml")
 
 debug = os.environ.get("OPENREG_DEBUG_BUILD", "0") == "1"
 OPTIMIZATION = ["-O0", "-g"] if debug else ["-O2"]
@@ -65,7 +74,24 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
                 # The Kineto headers torch ships, which the activity profiler
                 # (csrc/profiler/) includes by their bare names, as torch does.
                 extension.extra_compile_args += ["-isystem", os.path.join(torch_link, "include", "kineto")]
+        self.add_generated_registrations()
         super().build_extensions()
+
+    def add_generated_registrations(self):
+        # Runs on every build; a file is rewritten only when the YAML changes
+        # what it says, which is what makes ninja recompile it.
+        try:
+            namespaces = gen_custom_ops.load(OPERATORS_YAML)
+        except gen_custom_ops.OperatorYamlError as error:
+            sys.exit(f"error: {error}")
+        for extension in self.extensions:
+            if not any(namespace.library == extension.name for namespace in namespaces):
+                continue
+            source = os.path.join(self.build_temp, "generated", extension.name, "RegisterCustomOps.cpp")
+            os.makedirs(os.path.dirname(source), exist_ok=True)
+            gen_custom_ops.write_if_changed(source, gen_custom_ops.generate(namespaces, extension.name))
+            if source not in extension.sources:
+                extension.sources.append(source)
 
     def get_ext_filename(self, fullname):
         filename = super().get_ext_filename(fullname)
