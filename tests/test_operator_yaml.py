@@ -376,6 +376,7 @@ def test_the_generator_writes_only_what_changed(tmp_path):
         ("PrivateUse1: twice_openreg", "Cuda: twice_openreg", "unknown dispatch key 'Cuda'"),
         ("CPU: twice_cpu", "CPU: twice-cpu", "the CPU kernel must be a function name, got 'twice-cpu'"),
         ("CPU: twice_cpu", "CPU: [twice_cpu]", "the CPU kernel must be a function name, got ['twice_cpu']"),
+        ("CPU: twice_cpu", "CPU: demo::twice_cpu", "the CPU kernel must be a function name, got 'demo::twice_cpu'"),
         ("func: plain(", "func: twice(", "twice is declared twice"),
         ("  cpp_namespace: demo::kernels\n", "", "demo: a namespace built into a C++ library needs `cpp_namespace`"),
         ("      dispatch:\n        CompositeImplicitAutograd: plain\n", "      dispatch: {}\n", "plain(Tensor(a) self) -> Tensor(a)': `dispatch` maps"),

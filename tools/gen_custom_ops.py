@@ -15,6 +15,7 @@ whichever language registers it. Errors name the namespace and the entry.
 
     python tools/gen_custom_ops.py torch_openreg/ops/operators.yaml torch_openreg._C OUTPUT.cpp
 """
+import json
 import os
 import re
 import sys
@@ -36,7 +37,9 @@ TAGS_YAML = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen",
 # the registrations come from it.
 FAKE_KERNEL_REGISTRAR = "torch_openreg.ops._registration"
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
+# A kernel: a function of the namespace's cpp_namespace (Python module), or a
+# call of a qualified C++ function that returns a torch::CppFunction.
+_KERNEL = re.compile(r"^[A-Za-z_]\w*$|^[A-Za-z_]\w*(::[A-Za-z_]\w*)*\(\)$")
 _ENTRY_KEYS = {"func", "tags", "dispatch", "fake", "autograd"}
 _NAMESPACE_KEYS = {"library", "cpp_namespace", "python_module", "operators"}
 
@@ -98,8 +101,10 @@ def _check_operator(namespace, index, entry, tags):
             DispatchKey.parse(key)
         except AssertionError:
             _fail(where, f"unknown dispatch key {key!r}")
-        if not isinstance(kernel, str) or not _IDENTIFIER.match(kernel.removesuffix("()")):
+        if not isinstance(kernel, str) or not _KERNEL.match(kernel):
             _fail(where, f"the {key} kernel must be a function name, got {kernel!r}")
+        if namespace.library is None and kernel.endswith("()"):
+            _fail(where, f"the {key} kernel of a Python namespace is a function of `python_module`, got {kernel!r}")
     if namespace.library is not None:
         if op.autograd is not None:
             _fail(where, "`autograd` is for Python namespaces; a C++ autograd kernel goes under `dispatch`")
@@ -165,8 +170,10 @@ def generate(namespaces, library):
         declarations = []
         for op in namespace.operators:
             for kernel in op.dispatch.values():
+                if kernel.endswith("()"):
+                    continue
                 declaration = _declaration(op.func, kernel)
-                if not kernel.endswith("()") and declaration not in declarations:
+                if declaration not in declarations:
                     declarations.append(declaration)
         lines += ["", f"namespace {namespace.cpp_namespace} {{", *declarations, f"}} // namespace {namespace.cpp_namespace}"]
 
@@ -174,8 +181,9 @@ def generate(namespaces, library):
         if any(op.fake is not None for op in namespace.operators):
             lines.append(f'  m.set_python_module("{FAKE_KERNEL_REGISTRAR}");')
         for op in namespace.operators:
-            tags = "".join(f", at::Tag::{tag}" for tag in op.tags)
-            lines.append(f'  m.def("{op.func}"{tags and ", {" + tags[2:] + "}"});')
+            # json.dumps quotes a schema as a C++ string literal (defaults may hold quotes).
+            tags = ", ".join(f"at::Tag::{tag}" for tag in op.tags)
+            lines.append(f"  m.def({json.dumps(op.func)}, {{{tags}}});" if tags else f"  m.def({json.dumps(op.func)});")
         lines.append("}")
 
         keys = list(dict.fromkeys(key for op in namespace.operators for key in op.dispatch))

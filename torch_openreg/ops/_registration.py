@@ -29,8 +29,13 @@ def _device_type(dispatch_key: str) -> str:
     return dispatch_key.lower()
 
 
+def _name(entry: dict) -> str:
+    """name.overload, from the entry's schema."""
+    return entry["func"].split("(", 1)[0]
+
+
 def _define_python_operator(namespace: str, module, entry: dict):
-    name = entry["func"].split("(", 1)[0]
+    name = _name(entry)
     arguments = torch._C.parse_schema(f"{namespace}::{entry['func']}").arguments
     (device_type, kernel), *other_kernels = (
         (_device_type(key), getattr(module, kernel)) for key, kernel in entry["dispatch"].items()
@@ -68,10 +73,7 @@ def register_python_side() -> dict:
         module = importlib.import_module(body["python_module"])
         for entry in body["operators"]:
             if "library" not in body:
-                op = _define_python_operator(namespace, module, entry)
-                python_ops[op._name] = op
+                python_ops[_name(entry)] = _define_python_operator(namespace, module, entry)
             elif "fake" in entry:
-                torch.library.register_fake(f"{namespace}::{entry['func'].split('(', 1)[0]}")(
-                    getattr(module, entry["fake"])
-                )
+                torch.library.register_fake(f"{namespace}::{_name(entry)}")(getattr(module, entry["fake"]))
     return python_ops
