@@ -15,8 +15,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
-#include <torch/library.h>
 
+#include "PrivateUse1NativeFunctions.h" // generated from csrc/aten/native_functions.yaml
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -36,7 +36,14 @@ void check_on_openreg(DeviceCheck& check, const at::Tensor& tensor, std::string_
   check.check(tensor);
 }
 
-void non_finite_check_and_unscale(at::TensorList scaled_grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+} // namespace
+
+// Registered from csrc/aten/native_functions.yaml.
+
+void OpenRegNativeFunctions::_amp_foreach_non_finite_check_and_unscale_(
+    at::TensorList scaled_grads,
+    at::Tensor& found_inf,
+    const at::Tensor& inv_scale) {
   if (scaled_grads.empty()) {
     return;
   }
@@ -57,7 +64,7 @@ void non_finite_check_and_unscale(at::TensorList scaled_grads, at::Tensor& found
   at::_amp_foreach_non_finite_check_and_unscale_(host_grads, host_found_inf, views.alias(inv_scale));
 }
 
-at::Tensor& update_scale(
+at::Tensor& OpenRegNativeFunctions::_amp_update_scale_(
     at::Tensor& current_scale,
     at::Tensor& growth_tracker,
     const at::Tensor& found_inf,
@@ -75,13 +82,6 @@ at::Tensor& update_scale(
   at::_amp_update_scale_(
       host_scale, host_growth_tracker, views.alias(found_inf), growth_factor, backoff_factor, growth_interval);
   return current_scale;
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(non_finite_check_and_unscale));
-  m.impl("_amp_update_scale_", TORCH_FN(update_scale));
 }
 
 } // namespace at::openreg

@@ -3,26 +3,19 @@
 // real output through a complex temporary, resize_output of `out`) runs on
 // host views, so argument checks, resizing and results are the CPU's.
 #include <ATen/ops/abs_native.h>
-#include <torch/library.h>
 
+#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
-namespace {
 
-at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::abs_out(const at::Tensor& self, at::Tensor& out) {
   const DeviceCall call("aten::abs.out", self, Written{out});
   HostCall host_call(call);
   at::Tensor host_out = host_call.alias(out);
   at::native::abs_out(host_call.alias(self), host_out);
   host_call.write_back();
   return out;
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("abs.out", TORCH_FN(abs_out));
 }
 
 } // namespace at::openreg

@@ -28,8 +28,8 @@
 #include <ATen/ops/randperm_native.h>
 #include <ATen/ops/uniform_native.h>
 #include <ATen/ops/zero_native.h>
-#include <torch/library.h>
 
+#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -58,14 +58,18 @@ at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, 
   return out;
 }
 
-at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
+} // namespace
+
+// The kernels, registered from csrc/aten/native_functions.yaml.
+
+at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Scalar& value) {
   return fill_on_host("aten::fill_.Scalar", self, [&](HostCall&, at::Tensor host) {
     at::native::fill_(host, value);
   });
 }
 
 // `value` may be a 0-dim CPU tensor, as on CUDA.
-at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
+at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Tensor& value) {
   const DeviceCall device_call("aten::fill_.Tensor", self, value);
   HostCall call(device_call);
   at::Tensor host = call.alias(self);
@@ -73,47 +77,47 @@ at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
   return self;
 }
 
-at::Tensor& zero_(at::Tensor& self) {
+at::Tensor& OpenRegNativeFunctions::zero_(at::Tensor& self) {
   return fill_on_host("aten::zero_", self, [](HostCall&, at::Tensor host) { at::native::zero_(host); });
 }
 
-at::Tensor& normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
   return fill_on_host("aten::normal_", self, [&](HostCall& call, at::Tensor host) {
     at::native::normal_(host, mean, std, call.generator(gen));
   });
 }
 
-at::Tensor& uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
   return fill_on_host("aten::uniform_", self, [&](HostCall& call, at::Tensor host) {
     at::native::uniform_(host, from, to, call.generator(gen));
   });
 }
 
-at::Tensor& random_(at::Tensor& self, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, OptionalGenerator gen) {
   return fill_on_host("aten::random_", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, call.generator(gen));
   });
 }
 
-at::Tensor& random_to_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
   return fill_on_host("aten::random_.to", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, to, call.generator(gen));
   });
 }
 
-at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
   return fill_on_host("aten::random_.from", self, [&](HostCall& call, at::Tensor host) {
     at::native::random_(host, from, to, call.generator(gen));
   });
 }
 
-at::Tensor& bernoulli_float_(at::Tensor& self, double p, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::bernoulli_(at::Tensor& self, double p, OptionalGenerator gen) {
   return fill_on_host("aten::bernoulli_.float", self, [&](HostCall& call, at::Tensor host) {
     at::native::bernoulli_(host, p, call.generator(gen));
   });
 }
 
-at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::bernoulli_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
   const DeviceCall device_call("aten::bernoulli_.Tensor", self, p);
   HostCall call(device_call);
   at::Tensor host = call.alias(self);
@@ -121,31 +125,31 @@ at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, OptionalGen
   return self;
 }
 
-at::Tensor& bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::bernoulli.out", out, [&](HostCall& call, at::Tensor& host_out) {
     at::native::bernoulli_out(call.alias(self), call.generator(gen), host_out);
   }, self);
 }
 
-at::Tensor& exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
   return fill_on_host("aten::exponential_", self, [&](HostCall& call, at::Tensor host) {
     at::native::exponential_(host, lambd, call.generator(gen));
   });
 }
 
-at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
   return fill_on_host("aten::cauchy_", self, [&](HostCall& call, at::Tensor host) {
     at::native::cauchy_(host, median, sigma, call.generator(gen));
   });
 }
 
-at::Tensor& log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
   return fill_on_host("aten::log_normal_", self, [&](HostCall& call, at::Tensor host) {
     at::native::log_normal_(host, mean, std, call.generator(gen));
   });
 }
 
-at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
   return fill_on_host("aten::geometric_", self, [&](HostCall& call, at::Tensor host) {
     at::native::geometric_(host, p, call.generator(gen));
   });
@@ -154,19 +158,19 @@ at::Tensor& geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
 // torch.normal with tensor arguments. The functional overloads allocate
 // their output on the device as the CPU's functional kernels do (contiguous,
 // the broadcast shape), then run the out= kernel.
-at::Tensor& normal_tensor_float_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::normal_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::normal.Tensor_float_out", out, [&](HostCall& call, at::Tensor& host_out) {
     at::native::normal_out(call.alias(mean), std, call.generator(gen), host_out);
   }, mean);
 }
 
-at::Tensor& normal_float_tensor_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::normal_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::normal.float_Tensor_out", out, [&](HostCall& call, at::Tensor& host_out) {
     at::native::normal_out(mean, call.alias(std), call.generator(gen), host_out);
   }, std);
 }
 
-at::Tensor& normal_tensor_tensor_out(
+at::Tensor& OpenRegNativeFunctions::normal_out(
     const at::Tensor& mean,
     const at::Tensor& std,
     OptionalGenerator gen,
@@ -176,43 +180,43 @@ at::Tensor& normal_tensor_tensor_out(
   }, mean, std);
 }
 
-at::Tensor normal_tensor_float(const at::Tensor& mean, double std, OptionalGenerator gen) {
+at::Tensor OpenRegNativeFunctions::normal(const at::Tensor& mean, double std, OptionalGenerator gen) {
   at::Tensor out = at::empty_like(mean, at::MemoryFormat::Contiguous);
-  return normal_tensor_float_out(mean, std, std::move(gen), out);
+  return normal_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor normal_float_tensor(double mean, const at::Tensor& std, OptionalGenerator gen) {
+at::Tensor OpenRegNativeFunctions::normal(double mean, const at::Tensor& std, OptionalGenerator gen) {
   at::Tensor out = at::empty_like(std, at::MemoryFormat::Contiguous);
-  return normal_float_tensor_out(mean, std, std::move(gen), out);
+  return normal_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor normal_tensor_tensor(const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen) {
+at::Tensor OpenRegNativeFunctions::normal(const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen) {
   // One of the two may be a 0-dim CPU tensor: the output goes to the other's device.
   const c10::Device device = common_device("aten::normal.Tensor_Tensor", mean, std);
   at::Tensor out = at::empty(
       at::infer_size(mean.sizes(), std.sizes()), mean.options().device(device), at::MemoryFormat::Contiguous);
-  return normal_tensor_tensor_out(mean, std, std::move(gen), out);
+  return normal_out(mean, std, std::move(gen), out);
 }
 
-at::Tensor& randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
   return out_on_host("aten::randperm.generator_out", out, [&](HostCall& call, at::Tensor& host_out) {
     at::native::randperm_out_cpu(n, call.generator(gen), host_out);
   });
 }
 
-at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   return out_on_host("aten::arange.start_out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::arange_out(start, end, step, host_out);
   });
 }
 
-at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   return out_on_host("aten::linspace.out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::linspace_out(start, end, steps, host_out);
   });
 }
 
-at::Tensor& logspace_out(
+at::Tensor& OpenRegNativeFunctions::logspace_out(
     const at::Scalar& start,
     const at::Scalar& end,
     int64_t steps,
@@ -223,48 +227,16 @@ at::Tensor& logspace_out(
   });
 }
 
-at::Tensor& eye_out(int64_t n, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, at::Tensor& out) {
   return out_on_host("aten::eye.out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, host_out);
   });
 }
 
-at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, int64_t m, at::Tensor& out) {
   return out_on_host("aten::eye.m_out", out, [&](HostCall&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, m, host_out);
   });
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
-  m.impl("fill_.Tensor", TORCH_FN(fill_tensor_));
-  m.impl("zero_", TORCH_FN(zero_));
-  m.impl("normal_", TORCH_FN(normal_));
-  m.impl("normal.Tensor_float", TORCH_FN(normal_tensor_float));
-  m.impl("normal.float_Tensor", TORCH_FN(normal_float_tensor));
-  m.impl("normal.Tensor_Tensor", TORCH_FN(normal_tensor_tensor));
-  m.impl("normal.Tensor_float_out", TORCH_FN(normal_tensor_float_out));
-  m.impl("normal.float_Tensor_out", TORCH_FN(normal_float_tensor_out));
-  m.impl("normal.Tensor_Tensor_out", TORCH_FN(normal_tensor_tensor_out));
-  m.impl("uniform_", TORCH_FN(uniform_));
-  m.impl("random_", TORCH_FN(random_));
-  m.impl("random_.to", TORCH_FN(random_to_));
-  m.impl("random_.from", TORCH_FN(random_from_));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float_));
-  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor_));
-  m.impl("bernoulli.out", TORCH_FN(bernoulli_out));
-  m.impl("exponential_", TORCH_FN(exponential_));
-  m.impl("cauchy_", TORCH_FN(cauchy_));
-  m.impl("log_normal_", TORCH_FN(log_normal_));
-  m.impl("geometric_", TORCH_FN(geometric_));
-  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
-  m.impl("arange.start_out", TORCH_FN(arange_out));
-  m.impl("linspace.out", TORCH_FN(linspace_out));
-  m.impl("logspace.out", TORCH_FN(logspace_out));
-  m.impl("eye.out", TORCH_FN(eye_out));
-  m.impl("eye.m_out", TORCH_FN(eye_m_out));
 }
 
 } // namespace at::openreg

@@ -13,6 +13,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
@@ -95,7 +96,11 @@ void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntAr
   }
 }
 
-const at::Tensor& resize_(
+} // namespace
+
+// The kernels gen_backend_stubs registers (csrc/aten/native_functions.yaml).
+
+const at::Tensor& OpenRegNativeFunctions::resize_(
     const at::Tensor& self,
     c10::IntArrayRef size,
     std::optional<c10::MemoryFormat> memory_format) {
@@ -111,7 +116,7 @@ const at::Tensor& resize_(
   return self;
 }
 
-at::Tensor& set_storage_offset(
+at::Tensor& OpenRegNativeFunctions::set_(
     at::Tensor& self,
     c10::Storage source,
     int64_t storage_offset,
@@ -125,19 +130,19 @@ at::Tensor& set_storage_offset(
   return self;
 }
 
-at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+at::Tensor& OpenRegNativeFunctions::set_(at::Tensor& self, c10::Storage source) {
   const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
-  return set_storage_offset(self, std::move(source), 0, {numel}, {});
+  return set_(self, std::move(source), 0, {numel}, {});
 }
 
-at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+at::Tensor& OpenRegNativeFunctions::set_(at::Tensor& self, const at::Tensor& source) {
   if (self.unsafeGetTensorImpl() != source.unsafeGetTensorImpl()) {
-    set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+    set_(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
   }
   return self;
 }
 
-at::Tensor as_strided(
+at::Tensor OpenRegNativeFunctions::as_strided(
     const at::Tensor& self,
     c10::IntArrayRef size,
     c10::IntArrayRef stride,
@@ -145,11 +150,22 @@ at::Tensor as_strided(
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
+at::Tensor OpenRegNativeFunctions::view(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
+
+at::Tensor OpenRegNativeFunctions::_reshape_alias(
+    const at::Tensor& self,
+    c10::IntArrayRef size,
+    c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
 // item(): a device-to-host copy of one element, as CUDA does it, after the
 // work queued on the current stream. The bytes are read into a local buffer;
 // building a host view (a CPU tensor) for one scalar would cost more than the
 // read itself.
-at::Scalar local_scalar_dense(const at::Tensor& self) {
+at::Scalar OpenRegNativeFunctions::_local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(
       self.numel() > 0,
       "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(), " has no value to read");
@@ -181,19 +197,12 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return result;
 }
 
-} // namespace
-
+// Hand-written: given empty.memory_format or empty_strided, gen_backend_stubs
+// also registers their out= variants with a kernel that allocates and copies
+// into `out`, where PyTorch's composite only resizes it (docs/operators.md).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("as_strided", TORCH_FN(as_strided));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
-  m.impl("set_.source_Storage", TORCH_FN(set_storage));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
 }
 
 } // namespace at::openreg

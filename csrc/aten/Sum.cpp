@@ -5,8 +5,8 @@
 // elementwise stub operators (StubKernels.cpp) there is no direct path: the
 // output's dtype and the accumulation buffer are decided by impl() itself.
 #include <ATen/ops/sum_native.h>
-#include <torch/library.h>
 
+#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
 #include "aten/DeviceCall.h"
 #include "aten/StructuredKernel.h"
 
@@ -34,11 +34,14 @@ c10::MaybeOwned<at::Tensor> sum_on_host(
   return kernel.take_result();
 }
 
-at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+} // namespace
+
+at::Tensor OpenRegNativeFunctions::sum(
+    const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
   return *sum_on_host("aten::sum.dim_IntList", at::Tensor(), self, dim, keepdim, dtype);
 }
 
-at::Tensor& sum_out(
+at::Tensor& OpenRegNativeFunctions::sum_out(
     const at::Tensor& self,
     at::OptionalIntArrayRef dim,
     bool keepdim,
@@ -46,13 +49,6 @@ at::Tensor& sum_out(
     at::Tensor& out) {
   sum_on_host("aten::sum.IntList_out", out, self, dim, keepdim, dtype);
   return out;
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sum.dim_IntList", TORCH_FN(sum));
-  m.impl("sum.IntList_out", TORCH_FN(sum_out));
 }
 
 } // namespace at::openreg

@@ -1,18 +1,14 @@
-// Autograd registrations of the `openreg` custom operators, on the autograd
-// key of each backend that has kernels (AutogradPrivateUse1 for openreg,
-// AutogradCPU for the CPU).
-//
-//   scaled_tanh             a torch::autograd::Function with a C++ backward
-//   custom_abs, *.out       the not-implemented fallback: the forward runs and
-//                           records a node whose backward raises an error
-//                           naming the operator (out= variants, like ATen's,
-//                           are not differentiable)
+// The autograd kernel of openreg::scaled_tanh, a torch::autograd::Function
+// with a C++ backward. operators.yaml registers it on the autograd key of each
+// backend that has kernels (AutogradPrivateUse1 for openreg, AutogradCPU for
+// the CPU). The other operators' autograd kernel is the not-implemented
+// fallback (also named in the YAML): the forward runs and records a node whose
+// backward raises an error naming the operator (out= variants, like ATen's,
+// are not differentiable).
 #include <ATen/core/Tensor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
-#include <torch/library.h>
 
 namespace at::openreg {
 namespace {
@@ -46,25 +42,10 @@ class ScaledTanh : public torch::autograd::Function<ScaledTanh> {
   }
 };
 
-at::Tensor scaled_tanh_autograd(const at::Tensor& self, double scale) {
-  return ScaledTanh::apply(self, scale);
-}
-
-void register_autograd(torch::Library& m) {
-  m.impl("scaled_tanh", TORCH_FN(scaled_tanh_autograd));
-  m.impl("scaled_tanh.out", torch::autograd::autogradNotImplementedFallback());
-  m.impl("custom_abs", torch::autograd::autogradNotImplementedFallback());
-  m.impl("custom_abs.out", torch::autograd::autogradNotImplementedFallback());
-}
-
 } // namespace
 
-TORCH_LIBRARY_IMPL(openreg, AutogradPrivateUse1, m) {
-  register_autograd(m);
-}
-
-TORCH_LIBRARY_IMPL(openreg, AutogradCPU, m) {
-  register_autograd(m);
+at::Tensor scaled_tanh_autograd(const at::Tensor& self, double scale) {
+  return ScaledTanh::apply(self, scale);
 }
 
 } // namespace at::openreg

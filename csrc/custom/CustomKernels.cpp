@@ -1,4 +1,5 @@
-// CPU and openreg kernels of the `openreg` custom operators (CustomOps.cpp).
+// CPU and openreg kernels of the `openreg` custom operators, registered by
+// the code generated from torch_openreg/ops/operators.yaml.
 //
 // An openreg kernel runs the CPU kernel on host views of its arguments
 // (HostCall): device memory is never read through a device address. The
@@ -10,7 +11,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/tanh.h>
-#include <torch/library.h>
 
 #include "aten/DeviceCall.h"
 
@@ -32,6 +32,8 @@ void check_floating(std::string_view op, const at::Tensor& self) {
       at::isFloatingType(self.scalar_type()),
       op, ": expected a floating-point tensor, but got ", self.scalar_type(), " on ", self.device());
 }
+
+} // namespace
 
 // CPU kernels.
 
@@ -92,22 +94,6 @@ at::Tensor& scaled_tanh_out_openreg(const at::Tensor& self, double scale, at::Te
   scaled_tanh_out_cpu(views.alias(self), scale, host_out);
   views.write_back();
   return out;
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(openreg, CPU, m) {
-  m.impl("custom_abs", TORCH_FN(custom_abs_cpu));
-  m.impl("custom_abs.out", TORCH_FN(custom_abs_out_cpu));
-  m.impl("scaled_tanh", TORCH_FN(scaled_tanh_cpu));
-  m.impl("scaled_tanh.out", TORCH_FN(scaled_tanh_out_cpu));
-}
-
-TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) {
-  m.impl("custom_abs", TORCH_FN(custom_abs_openreg));
-  m.impl("custom_abs.out", TORCH_FN(custom_abs_out_openreg));
-  m.impl("scaled_tanh", TORCH_FN(scaled_tanh_openreg));
-  m.impl("scaled_tanh.out", TORCH_FN(scaled_tanh_out_openreg));
 }
 
 } // namespace at::openreg

@@ -1,6 +1,6 @@
 // openreg::flat_view(Tensor(a) self) -> Tensor(a): a custom view operator.
 //
-// Its one kernel is CompositeImplicitAutograd: it is defined by the ATen view
+// Its one kernel (operators.yaml) is CompositeImplicitAutograd: it is defined by the ATen view
 // it calls, and that is deliberate. Functionalization (torch.compile,
 // AOTAutograd, opcheck's aot_dispatch tests) replays views it knows how to
 // regenerate, and cannot replay a custom view whose backend kernels are opaque;
@@ -11,10 +11,8 @@
 // for a CompositeImplicitAutograd operator).
 #include <ATen/TensorUtils.h>
 #include <ATen/core/Tensor.h>
-#include <torch/library.h>
 
 namespace at::openreg {
-namespace {
 
 at::Tensor flat_view(const at::Tensor& self) {
   // Symbolic sizes: the same code runs on the real tensors and while tracing.
@@ -25,12 +23,6 @@ at::Tensor flat_view(const at::Tensor& self) {
       "openreg::flat_view: a tensor of sizes ", self.sym_sizes(), " and strides ", self.sym_strides(),
       " on ", self.device(), " has no one-dimensional view; reshape(-1) copies it instead");
   return self.view_symint(c10::SymIntArrayRef(numel));
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(openreg, CompositeImplicitAutograd, m) {
-  m.impl("flat_view", TORCH_FN(flat_view));
 }
 
 } // namespace at::openreg

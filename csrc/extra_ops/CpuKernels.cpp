@@ -3,12 +3,10 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <torch/library.h>
 
 #include "extra_ops/ExtraOps.h"
 
 namespace openreg_extra {
-namespace {
 
 at::Tensor rms_norm_cpu(const at::Tensor& x, double eps) {
   check_rms_norm(x, eps);
@@ -64,10 +62,4 @@ at::Tensor pairwise_distance_sq_cpu(const at::Tensor& a, const at::Tensor& b) {
   return result;
 }
 
-} // namespace
 } // namespace openreg_extra
-
-TORCH_LIBRARY_IMPL(openreg_extra, CPU, m) {
-  m.impl("rms_norm", TORCH_FN(openreg_extra::rms_norm_cpu));
-  m.impl("pairwise_distance_sq", TORCH_FN(openreg_extra::pairwise_distance_sq_cpu));
-}

@@ -3,17 +3,16 @@
 //
 //   torch.ops.load_library(torch_openreg.extra_ops_path())
 //
-// Loading it runs the static registrations below and in CpuKernels.cpp and
-// OpenRegKernels.cpp; nothing imports it implicitly. This file holds the
-// schemas, the shape checks and the Meta kernels (the shape functions, which
-// serve the meta device, FakeTensorMode and torch.compile tracing).
+// Loading it runs the static registrations generated from
+// torch_openreg/ops/operators.yaml (the schemas and every kernel); nothing
+// imports it implicitly. This file holds the shape checks and the Meta kernels
+// (the shape functions, which serve the meta device, FakeTensorMode and
+// torch.compile tracing); CpuKernels.cpp and OpenRegKernels.cpp the others.
 #include "extra_ops/ExtraOps.h"
 
 #include "aten/DeviceCheck.h"
 
 #include <ATen/ops/empty.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
-#include <torch/library.h>
 
 namespace openreg_extra {
 
@@ -46,8 +45,6 @@ c10::SymDimVector pairwise_distance_sq_sizes(const at::Tensor& a, const at::Tens
   return {a.sym_size(0), b.sym_size(0)};
 }
 
-namespace {
-
 // Both results are contiguous, whatever the layout of the inputs.
 
 at::Tensor rms_norm_meta(const at::Tensor& x, double eps) {
@@ -59,25 +56,4 @@ at::Tensor pairwise_distance_sq_meta(const at::Tensor& a, const at::Tensor& b) {
   return at::empty_symint(pairwise_distance_sq_sizes(a, b), a.options());
 }
 
-} // namespace
 } // namespace openreg_extra
-
-TORCH_LIBRARY(openreg_extra, m) {
-  const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
-  // x * rsqrt(mean(x^2 over the last dimension) + eps)
-  m.def("rms_norm(Tensor x, float eps) -> Tensor", tags);
-  // result[i, j] = sum_k (a[i, k] - b[j, k])^2
-  m.def("pairwise_distance_sq(Tensor a, Tensor b) -> Tensor", tags);
-}
-
-TORCH_LIBRARY_IMPL(openreg_extra, Meta, m) {
-  m.impl("rms_norm", TORCH_FN(openreg_extra::rms_norm_meta));
-  m.impl("pairwise_distance_sq", TORCH_FN(openreg_extra::pairwise_distance_sq_meta));
-}
-
-// No derivatives: a backward through these operators raises an error naming
-// the operator, on every device.
-TORCH_LIBRARY_IMPL(openreg_extra, Autograd, m) {
-  m.impl("rms_norm", torch::autograd::autogradNotImplementedFallback());
-  m.impl("pairwise_distance_sq", torch::autograd::autogradNotImplementedFallback());
-}

@@ -8,12 +8,10 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/rsqrt.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 #include "extra_ops/ExtraOps.h"
 
 namespace openreg_extra {
-namespace {
 
 at::Tensor rms_norm_openreg(const at::Tensor& x, double eps) {
   check_rms_norm(x, eps);
@@ -27,10 +25,4 @@ at::Tensor pairwise_distance_sq_openreg(const at::Tensor& a, const at::Tensor& b
   return (a.unsqueeze(1) - b.unsqueeze(0)).square().sum(-1).contiguous();
 }
 
-} // namespace
 } // namespace openreg_extra
-
-TORCH_LIBRARY_IMPL(openreg_extra, PrivateUse1, m) {
-  m.impl("rms_norm", TORCH_FN(openreg_extra::rms_norm_openreg));
-  m.impl("pairwise_distance_sq", TORCH_FN(openreg_extra::pairwise_distance_sq_openreg));
-}

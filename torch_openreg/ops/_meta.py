@@ -1,4 +1,5 @@
-"""Fake kernels of the C++ operators in the ``openreg`` namespace.
+"""Fake kernels of the C++ operators in the ``openreg`` namespace, named by
+operators.yaml and registered at import by ``_registration``.
 
 A fake kernel computes what a call returns without computing any value: the
 sizes, strides, dtype and device of the results, and the checks that reject a
@@ -11,8 +12,6 @@ checks, and results laid out as ATen's elementwise kernels lay them out
 ``openreg::flat_view`` has no fake kernel: it is CompositeImplicitAutograd
 (csrc/custom/FlatView.cpp), traced through the ATen view it calls.
 
-csrc/custom/CustomOps.cpp names this module (``set_python_module``), so these
-registrations must stay here.
 """
 import torch
 
@@ -40,25 +39,21 @@ def _resized(out, like):
     return out
 
 
-@torch.library.register_fake("openreg::custom_abs")
-def _custom_abs(self):
+def custom_abs_fake(self):
     return torch.empty_like(self, dtype=self.dtype.to_real())
 
 
-@torch.library.register_fake("openreg::custom_abs.out")
-def _custom_abs_out(self, *, out):
+def custom_abs_out_fake(self, *, out):
     _check_out("openreg::custom_abs.out", self, out, self.dtype.to_real())
     return _resized(out, self)
 
 
-@torch.library.register_fake("openreg::scaled_tanh")
-def _scaled_tanh(self, scale):
+def scaled_tanh_fake(self, scale):
     _check_floating("openreg::scaled_tanh", self)
     return torch.empty_like(self)
 
 
-@torch.library.register_fake("openreg::scaled_tanh.out")
-def _scaled_tanh_out(self, scale, *, out):
+def scaled_tanh_out_fake(self, scale, *, out):
     _check_floating("openreg::scaled_tanh.out", self)
     _check_out("openreg::scaled_tanh.out", self, out, self.dtype)
     return _resized(out, self)

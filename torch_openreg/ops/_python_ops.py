@@ -1,11 +1,13 @@
-"""Custom operators written in Python (``torch.library.custom_op``), namespace
+"""The kernels of the custom operators written in Python, namespace
 ``openreg_py``.
 
-Each has a CPU kernel and an openreg kernel (``device_types`` /
-``register_kernel``: the dispatcher picks one by the device of the tensors), a
-fake kernel for tracing, and accurate aliasing: the functional operator returns
-a fresh tensor; the mutable one declares what it mutates in ``mutates_args``,
-which is what lets torch.compile functionalize it.
+operators.yaml declares each operator (schema, tags) and names its functions
+here; ``_registration`` makes them a ``torch.library.custom_op`` at import.
+Each has a CPU kernel and an openreg kernel (the dispatcher picks one by the
+device of the tensors), a fake kernel for tracing, and accurate aliasing: the
+functional operator returns a fresh tensor; the mutable one declares what it
+mutates with ``(a0!)`` in its schema, which is what lets torch.compile
+functionalize it.
 
 The openreg kernels call PyTorch operators on the openreg tensors, which the
 backend runs on the device; a vendor's kernel would call its device library
@@ -38,39 +40,32 @@ def _smooth_clamp(x: Tensor, lo: float, hi: float) -> Tensor:
     return lo + torch.nn.functional.softplus(x - lo) - torch.nn.functional.softplus(x - hi)
 
 
-@torch.library.custom_op("openreg_py::smooth_clamp", mutates_args=(), device_types="cpu")
-def smooth_clamp(x: Tensor, lo: float, hi: float) -> Tensor:
-    """Smooth clamp of ``x`` to ``[lo, hi]`` (CPU kernel; openreg kernel below)."""
+def smooth_clamp_cpu(x: Tensor, lo: float, hi: float) -> Tensor:
     return _smooth_clamp(x, lo, hi)
 
 
-@smooth_clamp.register_kernel("openreg")
-def _smooth_clamp_openreg(x: Tensor, lo: float, hi: float) -> Tensor:
+def smooth_clamp_openreg(x: Tensor, lo: float, hi: float) -> Tensor:
     # A device kernel runs with its tensors' device current, as CUDA kernels do:
     # whatever it allocates without naming a device lands there, not on openreg:0.
     with torch.openreg.device(x.device):
         return _smooth_clamp(x, lo, hi)
 
 
-@smooth_clamp.register_fake
-def _smooth_clamp_fake(x: Tensor, lo: float, hi: float) -> Tensor:
+def smooth_clamp_fake(x: Tensor, lo: float, hi: float) -> Tensor:
     _check_smooth_clamp(x, lo, hi)
     return torch.empty_like(x)
 
 
-def _smooth_clamp_setup_context(ctx, inputs, output) -> None:
+def smooth_clamp_setup_context(ctx, inputs, output) -> None:
     x, lo, hi = inputs
     ctx.save_for_backward(x)
     ctx.lo, ctx.hi = lo, hi
 
 
-def _smooth_clamp_backward(ctx, grad: Tensor):
+def smooth_clamp_backward(ctx, grad: Tensor):
     # d/dx [softplus(x - lo) - softplus(x - hi)] = sigmoid(x - lo) - sigmoid(x - hi)
     (x,) = ctx.saved_tensors
     return grad * (torch.sigmoid(x - ctx.lo) - torch.sigmoid(x - ctx.hi)), None, None
-
-
-smooth_clamp.register_autograd(_smooth_clamp_backward, setup_context=_smooth_clamp_setup_context)
 
 
 # accumulate_: acc += alpha * x, in place. Mutates acc, returns nothing.
@@ -86,20 +81,16 @@ def _check_accumulate(acc: Tensor, x: Tensor) -> None:
     )
 
 
-@torch.library.custom_op("openreg_py::accumulate_", mutates_args=("acc",), device_types="cpu")
-def accumulate_(acc: Tensor, x: Tensor, alpha: float) -> None:
-    """``acc += alpha * x`` in place (CPU kernel; openreg kernel below)."""
+def accumulate_cpu(acc: Tensor, x: Tensor, alpha: float) -> None:
     _check_accumulate(acc, x)
     acc.add_(x, alpha=alpha)
 
 
-@accumulate_.register_kernel("openreg")
-def _accumulate_openreg(acc: Tensor, x: Tensor, alpha: float) -> None:
+def accumulate_openreg(acc: Tensor, x: Tensor, alpha: float) -> None:
     _check_accumulate(acc, x)
     with torch.openreg.device(acc.device):
         acc.add_(x, alpha=alpha)
 
 
-@accumulate_.register_fake
-def _accumulate_fake(acc: Tensor, x: Tensor, alpha: float) -> None:
+def accumulate_fake(acc: Tensor, x: Tensor, alpha: float) -> None:
     _check_accumulate(acc, x)
