@@ -161,6 +161,10 @@ def test_empty_per_channel_affine_quantized_keeps_parameters_on_its_device():
         (2, 3), scales=scales.to(DEVICE), zero_points=zero_points.to(DEVICE), axis=0, dtype=torch.quint8
     )
     assert on_cpu.device.type == "cpu" and on_cpu.q_per_channel_scales().device.type == "cpu"
+    with pytest.raises(RuntimeError, match="Creation of quantized tensor requires quantized dtype"):  # the CPU's
+        torch._empty_per_channel_affine_quantized(
+            (2, 3), scales=scales.to(DEVICE), zero_points=zero_points.to(DEVICE), axis=0, device=DEVICE
+        )
 
 
 def test_empty_with_a_quantized_dtype_has_no_parameters_as_on_cpu():
@@ -451,6 +455,8 @@ def test_set_storage_keeps_the_quantizer_and_checks_the_device():
         torch.empty_like(on_device).set_(base.untyped_storage(), 0, (2,), (1,))
 
 
+# torch.load's rebuild of a quantized tensor warns about TypedStorage, on the CPU too.
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
 @pytest.mark.parametrize("make", [per_tensor, per_channel], ids=["per_tensor", "per_channel"])
 def test_save_load_and_deepcopy_keep_device_and_parameters(make, tmp_path):
     expected = make(make_cpu((3, 4), seed=26))

@@ -65,25 +65,31 @@ void check_quantized_dtype(c10::ScalarType dtype, std::string_view op) {
 
 namespace {
 
+// The dtype a factory was asked for, which must be one openreg holds. The
+// dispatcher picks this key for a factory only from a quantized dtype; without
+// one, the call is a PrivateUse1 one, which the CPU's stub refuses.
+c10::ScalarType requested_dtype(std::optional<c10::ScalarType> dtype, std::string_view op) {
+  TORCH_INTERNAL_ASSERT(dtype.has_value(), op, ": a quantized factory call without a dtype");
+  check_quantized_dtype(*dtype, op);
+  return *dtype;
+}
+
 // A new quantized tensor in openreg memory, laid out in `memory_format`:
 // what PyTorch's new_qtensor does for CPU and CUDA tensors.
 at::Tensor new_quantized_tensor(
     c10::IntArrayRef size,
-    std::optional<c10::ScalarType> dtype,
+    c10::ScalarType dtype,
     std::optional<c10::Device> device,
     std::optional<c10::MemoryFormat> memory_format,
-    at::QuantizerPtr quantizer,
-    std::string_view op) {
-  TORCH_CHECK(dtype.has_value(), op, ": must provide data type for Tensor creation functions.");
-  check_quantized_dtype(*dtype, op);
+    at::QuantizerPtr quantizer) {
   at::detail::check_size_nonnegative(size);
   // Out-of-tree kernels get no generated device guard.
   c10::openreg::OptionalOpenRegGuard guard(device);
-  const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, c10::elementSize(*dtype));
+  const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, c10::elementSize(dtype));
   at::Tensor tensor = at::detail::make_tensor<at::QTensorImpl>(
       c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::openreg::getDeviceAllocator(), /*resizable=*/true),
       c10::DispatchKeySet(c10::DispatchKey::QuantizedPrivateUse1),
-      c10::scalarTypeToTypeMeta(*dtype),
+      c10::scalarTypeToTypeMeta(dtype),
       std::move(quantizer));
   c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
@@ -100,8 +106,9 @@ at::Tensor empty_affine_quantized(
     double scale,
     int64_t zero_point,
     std::optional<c10::MemoryFormat> memory_format) {
-  const auto quantizer = dtype ? at::make_per_tensor_affine_quantizer(scale, zero_point, *dtype) : at::QuantizerPtr();
-  return new_quantized_tensor(size, dtype, device, memory_format, quantizer, "aten::_empty_affine_quantized");
+  const c10::ScalarType type = requested_dtype(dtype, "aten::_empty_affine_quantized");
+  return new_quantized_tensor(
+      size, type, device, memory_format, at::make_per_tensor_affine_quantizer(scale, zero_point, type));
 }
 
 // The scales and zero points move to the new tensor's device: a quantizer's
@@ -124,12 +131,12 @@ at::Tensor empty_per_channel_affine_quantized(
     return at::_empty_per_channel_affine_quantized(
         size, scales.cpu(), zero_points.cpu(), axis, dtype, layout, device, pin_memory, memory_format);
   }
-  TORCH_CHECK(dtype.has_value(), "aten::_empty_per_channel_affine_quantized: must provide data type for Tensor creation functions.");
+  const c10::ScalarType type = requested_dtype(dtype, "aten::_empty_per_channel_affine_quantized");
   c10::openreg::OptionalOpenRegGuard guard(device);
   const c10::Device target = c10::openreg::make_device(c10::openreg::current_device());
-  auto quantizer = at::make_per_channel_affine_quantizer(scales.to(target), zero_points.to(target), axis, *dtype);
   return new_quantized_tensor(
-      size, dtype, target, memory_format, std::move(quantizer), "aten::_empty_per_channel_affine_quantized");
+      size, type, target, memory_format,
+      at::make_per_channel_affine_quantizer(scales.to(target), zero_points.to(target), axis, type));
 }
 
 // torch.empty(..., dtype=torch.quint8): a tensor without quantization
@@ -141,8 +148,8 @@ at::Tensor empty_unknown_quantized(
     std::optional<c10::Device> device,
     std::optional<bool> /*pin_memory*/,
     std::optional<c10::MemoryFormat> memory_format) {
-  const auto quantizer = dtype ? at::make_unknown_quantizer(*dtype) : at::QuantizerPtr();
-  return new_quantized_tensor(size, dtype, device, memory_format, quantizer, "aten::empty.memory_format");
+  const c10::ScalarType type = requested_dtype(dtype, "aten::empty.memory_format");
+  return new_quantized_tensor(size, type, device, memory_format, at::make_unknown_quantizer(type));
 }
 
 // PyTorch has no strided quantized empty for any device (pytorch#74540): the
