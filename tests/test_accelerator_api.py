@@ -166,7 +166,9 @@ def check_get_device_capability():
         for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int8,
                       torch.uint8, torch.bool, torch.complex64, torch.complex128):
             assert dtype in dtypes, dtype
-        for dtype in (torch.qint8, torch.quint8, torch.qint32):
+        for dtype in (torch.qint8, torch.quint8, torch.qint32):  # quantized tensors, as CUDA's kernels
+            assert dtype in dtypes, dtype
+        for dtype in (torch.quint4x2, torch.quint2x4):  # sub-byte quantized tensors stay CPU-only
             assert dtype not in dtypes, dtype
 
 

@@ -483,26 +483,3 @@ def test_indexing_with_a_mask_warns_as_often_as_cpu(mask_dtype, backward):
     assert actual_warnings == expected_warnings
     assert len(expected_warnings) == (0 if mask_dtype == torch.bool else 1 + backward)
     assert_same(actual.detach(), expected.detach())
-
-
-# --------------------------------------------------------------------------
-# Quantized tensors: not supported yet, and never silently half-made
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda x: torch.quantize_per_tensor(x, 0.1, 0, torch.qint8),
-        lambda x: torch.quantize_per_tensor(x, torch.tensor(0.1, device=DEVICE), torch.tensor(0, device=DEVICE), torch.quint8),
-        lambda x: torch.quantize_per_channel(
-            x.view(2, 2), torch.tensor([0.1, 0.2], device=DEVICE), torch.tensor([0, 1], device=DEVICE), 0, torch.qint8
-        ),
-    ],
-    ids=["per_tensor", "per_tensor_tensor_qparams", "per_channel"],
-)
-def test_quantizing_an_openreg_tensor_raises_naming_openreg(make):
-    x = torch.randn(4, device=DEVICE)
-    with pytest.raises(NotImplementedError, match="quantized tensors are not supported on the openreg device"):
-        make(x)

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "aten/HostView.h"
+#include "aten/QuantizedTensors.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegHostAllocator.h"
@@ -49,6 +50,26 @@ bool can_copy_async(const at::Tensor& src, const at::Tensor& dst) {
   return src.device() == dst.device();
 }
 
+// A copy involving a quantized tensor is the CPU's copy_ on host views, which
+// quantizes a float source with the destination's parameters, gives a
+// quantized destination the source's parameters, and refuses quantized to
+// float, with the CPU's checks and messages.
+at::Tensor copy_quantized(const at::Tensor& self, const at::Tensor& dst, c10::Device device) {
+  HostViews views(device, "aten::_copy_from");
+  if (dst.is_cpu()) {
+    dst.copy_(views.alias(self));
+    // dst now holds the host view's quantizer, whose per-channel parameters
+    // are host views of device memory: it gets CPU copies of them.
+    if (self.is_quantized()) {
+      at::set_quantizer_(dst, map_channel_params(self.quantizer(), [](const at::Tensor& t) { return t.cpu(); }));
+    }
+    return dst;
+  }
+  views.alias(dst).copy_(self.is_cpu() ? self : views.alias(self));
+  views.write_back();  // the quantizer copy_ gave the destination
+  return dst;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   // `self` is the source.
   for (const at::Tensor* t : {&self, &dst}) {
@@ -76,6 +97,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.is_privateuseone() && dst.is_privateuseone() && self.device() != dst.device()) {
     // Peer copy: the source device's queued work comes first as well.
     c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
+  }
+  if (self.is_quantized() || dst.is_quantized()) {
+    return copy_quantized(self, dst, device);
   }
   if (is_plain_memcpy(self, dst)) {
     // The runtime checks a range against the device allocation it falls in,
@@ -121,6 +145,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// Copies to, from and between quantized tensors (QuantizedTensors.cpp): the
+// dispatcher picks this key whenever one of the two is a quantized openreg
+// tensor.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
 }

@@ -31,6 +31,8 @@ bool has_host_kernel(const OperatorPolicy& policy, c10::DispatchKey host_key) {
       return policy.has_sparse_csr_cpu_kernel;
     case c10::DispatchKey::NestedTensorCPU:
       return policy.has_nested_cpu_kernel;
+    case c10::DispatchKey::QuantizedCPU:
+      return policy.has_quantized_cpu_kernel;
     default:
       return false;
   }

@@ -10,10 +10,11 @@ class OperatorHandle;
 namespace at::openreg {
 
 // The one pipeline every boxed host call goes through: the dense fallback
-// (PrivateUse1), the sparse ones (SparsePrivateUse1, SparseCsrPrivateUse1)
-// and the nested one (NestedTensorPrivateUse1). `device_key` is the openreg
-// key the call arrived on; the kernel that runs is the CPU's for the same
-// functionality (CPU, SparseCPU, SparseCsrCPU, NestedTensorCPU).
+// (PrivateUse1), the sparse ones (SparsePrivateUse1, SparseCsrPrivateUse1),
+// the nested one (NestedTensorPrivateUse1) and the quantized operators
+// (QuantizedPrivateUse1). `device_key` is the openreg key the call arrived on;
+// the kernel that runs is the CPU's for the same functionality (CPU,
+// SparseCPU, SparseCsrCPU, NestedTensorCPU, QuantizedCPU).
 //
 //  1. the operator's policy (OperatorPolicy.h), computed once;
 //  2. strict mode, and a clear error if the CPU has no kernel to run;

@@ -133,6 +133,11 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
     return host;
   }
   c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
+  if (device_tensor.is_quantized()) {
+    at::Tensor host = alias_quantized(device_tensor);
+    tensors_.push_back({device_impl, host});
+    return host;
+  }
   at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
       host_storage_for(device_tensor.storage()),
       mirrored_keys(c10::DispatchKey::CPU, *device_impl),
@@ -201,6 +206,9 @@ void HostViews::write_back() {
   if (!sparse_.empty()) {
     write_back_sparse();
   }
+  if (!quantized_.empty()) {
+    write_back_quantized();
+  }
 }
 
 c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage) {
@@ -249,14 +257,9 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   if (host_result.layout() != c10::kStrided) {
     return sparse_to_device(host_result);
   }
-  // A quantized CPU result would become a plain openreg tensor with a
-  // quantized dtype and no quantizer (no scale, no zero point): refuse it.
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !host_result.is_quantized(),
-      "The operator '",
-      op_name_,
-      "' returns a quantized tensor, and quantized tensors are not supported on the openreg device; "
-      "quantize on the CPU instead (e.g. torch.quantize_per_tensor(x.cpu(), ...))");
+  if (host_result.is_quantized()) {
+    return quantized_to_device(host_result);
+  }
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),

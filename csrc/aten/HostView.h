@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/QuantizerBase.h>
 #include <c10/util/SmallVector.h>
 
 #include "aten/KernelLaunch.h"
@@ -10,7 +11,8 @@
 namespace at::openreg {
 
 // Runs CPU kernels directly on openreg memory, without copies, for every
-// layout openreg holds: strided, strided nested and sparse tensors.
+// layout openreg holds: strided (also quantized), strided nested and sparse
+// tensors.
 //
 // openreg device memory is host memory seen through a protected mapping. For
 // one operator call, alias() turns each openreg tensor into a CPU tensor over
@@ -84,6 +86,25 @@ class HostViews {
   void write_back_sparse();
   at::Tensor sparse_to_device(const at::Tensor& host_sparse);
 
+  // Quantized tensors (QuantizedHostViews.cpp): a QTensorImpl over the host
+  // view of the same storage, with the device tensor's quantizer (a
+  // per-channel one with host views of its scales and zero points); after the
+  // kernel, a quantizer the kernel replaced is carried back.
+  struct QuantizedEntry {
+    c10::TensorImpl* device;  // borrowed, like TensorEntry::device
+    c10::TensorImpl* host;  // kept alive by its TensorEntry
+    at::QuantizerPtr host_quantizer;  // the one alias() set
+  };
+  struct QuantizerPair {
+    at::QuantizerPtr device;
+    at::QuantizerPtr host;
+  };
+  at::Tensor alias_quantized(const at::Tensor& device_quantized);
+  void write_back_quantized();
+  at::Tensor quantized_to_device(const at::Tensor& host_quantized);
+  at::QuantizerPtr host_quantizer_for(const at::QuantizerPtr& device_quantizer);
+  at::QuantizerPtr device_quantizer_for(const at::QuantizerPtr& host_quantizer);
+
   c10::Storage host_storage_for(const c10::Storage& device_storage);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
@@ -96,6 +117,8 @@ class HostViews {
   c10::SmallVector<StorageEntry, 4> storages_;
   c10::SmallVector<TensorEntry, 4> tensors_;
   c10::SmallVector<SparseEntry, 1> sparse_;
+  c10::SmallVector<QuantizedEntry, 1> quantized_;
+  c10::SmallVector<QuantizerPair, 1> quantizers_;
 };
 
 // The lighter form, for kernels that need addresses rather than tensors: the

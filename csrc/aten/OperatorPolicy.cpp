@@ -42,6 +42,7 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   policy.has_sparse_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::SparseCPU);
   policy.has_sparse_csr_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU);
   policy.has_nested_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU);
+  policy.has_quantized_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU);
   policy.synchronizes = reads_values_for_size(schema.operator_name().name);
   const bool cpu_indices = takes_cpu_indices(schema.operator_name().name);
   const auto& arguments = schema.arguments();

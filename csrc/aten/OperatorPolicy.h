@@ -13,7 +13,8 @@ struct FallbackCounter;
 
 // What running an operator on the host needs to know about it, worked out
 // once per operator from its schema and dispatch table, for every layout
-// (dense, sparse, nested): the per-call path never walks the schema.
+// (dense, sparse, nested, quantized): the per-call path never walks the
+// schema.
 struct OperatorPolicy {
   // "aten::add.Tensor": the name every error and fallback_stats() use.
   std::string name;
@@ -23,6 +24,7 @@ struct OperatorPolicy {
   bool has_sparse_cpu_kernel = false;
   bool has_sparse_csr_cpu_kernel = false;
   bool has_nested_cpu_kernel = false;
+  bool has_quantized_cpu_kernel = false;
   // Index of an argument that may hold CPU tensors, as CUDA allows for the
   // indices of advanced indexing; -1 if none.
   int cpu_indices_argument = -1;

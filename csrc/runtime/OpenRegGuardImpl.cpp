@@ -28,13 +28,11 @@ void* OpenRegGuardImpl::getStreamNativeHandle(const Stream stream) const {
 }
 
 // Device memory holds any element type, so every dtype is supported except
-// the quantized ones, which need a QuantizedPrivateUse1 backend.
+// the sub-byte quantized ones, which quantized openreg tensors refuse as
+// CUDA's quantized kernels do (aten/QuantizedTensors.h).
 DeviceCapability OpenRegGuardImpl::getDeviceCapability(Device /*device*/) const {
   DeviceCapability capability;
   auto& types = capability.capability_data.supported_scalar_types;
-  types.has_QInt8 = false;
-  types.has_QUInt8 = false;
-  types.has_QInt32 = false;
   types.has_QUInt4x2 = false;
   types.has_QUInt2x4 = false;
   return capability;
