@@ -32,6 +32,7 @@
 // arguments. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {
 
+class CollectiveLauncher;
 class PeerProcesses;
 
 class ProcessGroupOpenReg : public Backend {
@@ -41,6 +42,8 @@ class ProcessGroupOpenReg : public Backend {
 
   // `store` is the group's store, which gloo was created over too.
   ProcessGroupOpenReg(c10::intrusive_ptr<Store> store, c10::intrusive_ptr<Backend> gloo, int rank, int size);
+  // Makes the launches already queued first.
+  ~ProcessGroupOpenReg() override;
 
   const std::string getBackendName() const override {
     return kName;
@@ -121,6 +124,8 @@ class ProcessGroupOpenReg : public Backend {
 
   c10::intrusive_ptr<Backend> gloo_;
   std::shared_ptr<const PeerProcesses> peers_;
+  // Destroyed first: its queued launches use gloo_ and peers_.
+  std::unique_ptr<CollectiveLauncher> launcher_;
 };
 
 } // namespace c10d::openreg
