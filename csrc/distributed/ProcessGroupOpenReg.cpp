@@ -1,18 +1,12 @@
 #include "distributed/ProcessGroupOpenReg.h"
 
-#include <optional>
-#include <type_traits>
 #include <utility>
 
-#include <ATen/ThreadLocalState.h>
 #include <c10/util/Exception.h>
 
-#include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
-#include "distributed/ArgumentAgreement.h"
+#include "distributed/CollectiveCall.h"
 #include "distributed/CollectiveFailure.h"
 #include "distributed/CollectiveLauncher.h"
-#include "distributed/OpenRegWork.h"
 
 namespace c10d::openreg {
 
@@ -21,154 +15,6 @@ namespace {
 using TensorList = std::vector<at::Tensor>;
 using TensorLists = std::vector<std::vector<at::Tensor>>;
 using Works = std::vector<c10::intrusive_ptr<Work>>;
-
-Works as_works(c10::intrusive_ptr<Work> work) {
-  return {std::move(work)};
-}
-Works as_works(Works works) {
-  return works;
-}
-
-} // namespace
-
-// One collective call: checks that every tensor is on one openreg device,
-// describes the arguments for the agreement, turns the tensors into host
-// views, and launches gloo's collective on them once the ranks agree.
-class ProcessGroupOpenReg::Collective {
- public:
-  Collective(ProcessGroupOpenReg& pg, const char* op, OpType type)
-      : pg_(pg), op_(op), type_(type), signature_(op, type) {}
-
-  // An option every rank must pass alike (root rank, reduction).
-  Collective& option(const char* name, int64_t value) {
-    signature_.option(name, value);
-    return *this;
-  }
-  // Tensors every rank passes alike (same count, dtypes and shapes).
-  Collective& same(const at::Tensor& tensor) {
-    check_.check_written(tensor);
-    signature_.same_shape(tensor);
-    return *this;
-  }
-  Collective& same(const TensorList& tensors) {
-    for (const auto& tensor : tensors) {
-      same(tensor);
-    }
-    return *this;
-  }
-  Collective& same(const TensorLists& lists) {
-    for (const auto& tensors : lists) {
-      same(tensors);
-    }
-    return *this;
-  }
-  // Tensors whose shapes may differ across ranks: only their dtype must agree.
-  Collective& local(const at::Tensor& tensor) {
-    check_.check_written(tensor);
-    signature_.same_dtype(tensor);
-    return *this;
-  }
-  Collective& local(const TensorList& tensors) {
-    for (const auto& tensor : tensors) {
-      local(tensor);
-    }
-    return *this;
-  }
-  // Tensors only the root passes (gather's outputs, scatter's inputs).
-  Collective& root_only(const TensorLists& lists) {
-    for (const auto& tensors : lists) {
-      for (const auto& tensor : tensors) {
-        check_.check_written(tensor);
-      }
-    }
-    return *this;
-  }
-
-  at::Tensor view(const at::Tensor& tensor) {
-    if (!views_) {
-      // Waits for the work queued on the device's current stream.
-      views_.emplace(check_.device(), op_);
-    }
-    at::Tensor host = views_->alias(tensor);
-    host_views_.push_back(host);
-    return host;
-  }
-  TensorList view(const TensorList& tensors) {
-    TensorList hosts;
-    hosts.reserve(tensors.size());
-    for (const auto& tensor : tensors) {
-      hosts.push_back(view(tensor));
-    }
-    return hosts;
-  }
-  TensorLists view(const TensorLists& lists) {
-    TensorLists hosts;
-    hosts.reserve(lists.size());
-    for (const auto& tensors : lists) {
-      hosts.push_back(view(tensors));
-    }
-    return hosts;
-  }
-
-  // Launches `issue(gloo)` (gloo's calls on the host views, returning its
-  // work or works) once the ranks agree on the arguments. An asynchronous
-  // call is queued and returns at once; a synchronous one launches on the
-  // calling thread, which is about to wait for it anyway. Errors reach the
-  // caller through the Work.
-  template <typename Issue>
-  c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
-    auto work = make_work(std::move(outputs));
-    auto launch = [work,
-                   signature = std::move(signature_),
-                   issue = std::move(issue),
-                   gloo = pg_.gloo_,
-                   peers = pg_.peers_,
-                   device = check_.device()]() mutable {
-      try {
-        signature.agree(*gloo, *peers, device);
-        work->launched(as_works(issue(*gloo)));
-      } catch (...) {
-        work->failed(std::current_exception());
-      }
-    };
-    if (async_op) {
-      // The launcher's thread sees what the caller's would (profiler, grad
-      // mode): gloo records its collectives under the caller's profile.
-      pg_.launcher_->queue([launch = std::move(launch), state = at::ThreadLocalState()]() mutable {
-        at::ThreadLocalStateGuard guard(state);
-        launch();
-      });
-    } else {
-      pg_.launcher_->run_here(launch);
-    }
-    return work;
-  }
-
-  // A point-to-point operation, issued directly: it involves two ranks, so
-  // there is nothing to agree on with the group, and gloo matches it by its
-  // tag, not by its order among the collectives.
-  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
-    auto work = make_work(std::move(outputs));
-    work->launched(as_works(std::move(gloo_work)));
-    return work;
-  }
-
- private:
-  c10::intrusive_ptr<OpenRegWork> make_work(TensorList outputs) {
-    return c10::make_intrusive<OpenRegWork>(
-        pg_.getRank(), type_, op_, check_.device(), pg_.peers_, std::move(host_views_), std::move(outputs));
-  }
-
-  ProcessGroupOpenReg& pg_;
-  const char* op_;
-  OpType type_;
-  at::openreg::DeviceCheck check_{op_};
-  CallSignature signature_;
-  std::optional<at::openreg::HostViews> views_;
-  TensorList host_views_;
-};
-
-namespace {
 
 TensorList flattened(const TensorLists& lists) {
   TensorList all;
@@ -208,7 +54,7 @@ int64_t reduction(const ReduceOp& op) {
 } // namespace
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, const BroadcastOptions& opts) {
-  Collective call(*this, "broadcast", OpType::BROADCAST);
+  CollectiveCall call(*this, "broadcast", OpType::BROADCAST);
   call.option("root", opts.rootRank).same(tensors);
   return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.broadcast(hosts, opts);
@@ -216,7 +62,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, con
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, const AllreduceOptions& opts) {
-  Collective call(*this, "allreduce", OpType::ALLREDUCE);
+  CollectiveCall call(*this, "allreduce", OpType::ALLREDUCE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
   return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.allreduce(hosts, opts);
@@ -226,7 +72,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, con
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
     TensorList& tensors,
     const AllreduceCoalescedOptions& opts) {
-  Collective call(*this, "allreduce_coalesced", OpType::ALLREDUCE_COALESCED);
+  CollectiveCall call(*this, "allreduce_coalesced", OpType::ALLREDUCE_COALESCED);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
   return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.allreduce_coalesced(hosts, opts);
@@ -234,7 +80,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce(TensorList& tensors, const ReduceOptions& opts) {
-  Collective call(*this, "reduce", OpType::REDUCE);
+  CollectiveCall call(*this, "reduce", OpType::REDUCE);
   call.option("root", opts.rootRank).option("reduce_op", reduction(opts.reduceOp)).same(tensors);
   return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.reduce(hosts, opts);
@@ -245,7 +91,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather(
     TensorLists& outputs,
     TensorList& inputs,
     const AllgatherOptions& opts) {
-  Collective call(*this, "allgather", OpType::ALLGATHER);
+  CollectiveCall call(*this, "allgather", OpType::ALLGATHER);
   call.same(inputs).same(outputs);
   return call.launch(
       opts.asyncOp,
@@ -259,7 +105,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_allgather_base(
     at::Tensor& output,
     at::Tensor& input,
     const AllgatherOptions& opts) {
-  Collective call(*this, "allgather_into_tensor", OpType::_ALLGATHER_BASE);
+  CollectiveCall call(*this, "allgather_into_tensor", OpType::_ALLGATHER_BASE);
   call.same(input).same(output);
   return call.launch(
       opts.asyncOp,
@@ -273,7 +119,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_coalesced(
     TensorLists& outputs,
     TensorList& inputs,
     const AllgatherOptions& opts) {
-  Collective call(*this, "allgather_coalesced", OpType::ALLGATHER_COALESCED);
+  CollectiveCall call(*this, "allgather_coalesced", OpType::ALLGATHER_COALESCED);
   call.same(inputs).same(outputs);
   return call.launch(
       opts.asyncOp,
@@ -292,7 +138,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_into_tensor_coalesced(
   TORCH_CHECK_VALUE(
       outputs.size() == inputs.size(), kName, " allgather_into_tensor_coalesced: ", outputs.size(),
       " outputs for ", inputs.size(), " inputs");
-  Collective call(*this, "allgather_into_tensor_coalesced", OpType::COALESCED);
+  CollectiveCall call(*this, "allgather_into_tensor_coalesced", OpType::COALESCED);
   call.same(inputs).same(outputs);
   return call.launch(
       opts.asyncOp,
@@ -313,7 +159,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(
   TORCH_CHECK_VALUE(
       outputs.size() == inputs.size(), kName, " reduce_scatter_tensor_coalesced: ", outputs.size(),
       " outputs for ", inputs.size(), " inputs");
-  Collective call(*this, "reduce_scatter_tensor_coalesced", OpType::REDUCE_SCATTER_TENSOR_COALESCED);
+  CollectiveCall call(*this, "reduce_scatter_tensor_coalesced", OpType::REDUCE_SCATTER_TENSOR_COALESCED);
   call.option("reduce_op", reduction(opts.reduceOp)).same(inputs).same(outputs);
   return call.launch(
       opts.asyncOp,
@@ -332,7 +178,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::gather(
     TensorList& inputs,
     const GatherOptions& opts) {
   // Only the root passes outputs.
-  Collective call(*this, "gather", OpType::GATHER);
+  CollectiveCall call(*this, "gather", OpType::GATHER);
   call.option("root", opts.rootRank).same(inputs).root_only(outputs);
   return call.launch(
       opts.asyncOp,
@@ -347,7 +193,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::scatter(
     TensorLists& inputs,
     const ScatterOptions& opts) {
   // Only the root passes inputs.
-  Collective call(*this, "scatter", OpType::SCATTER);
+  CollectiveCall call(*this, "scatter", OpType::SCATTER);
   call.option("root", opts.rootRank).same(outputs).root_only(inputs);
   return call.launch(
       opts.asyncOp,
@@ -361,7 +207,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce_scatter(
     TensorList& outputs,
     TensorLists& inputs,
     const ReduceScatterOptions& opts) {
-  Collective call(*this, "reduce_scatter", OpType::REDUCE_SCATTER);
+  CollectiveCall call(*this, "reduce_scatter", OpType::REDUCE_SCATTER);
   call.option("reduce_op", reduction(opts.reduceOp)).same(outputs).same(inputs);
   return call.launch(
       opts.asyncOp,
@@ -375,7 +221,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_reduce_scatter_base(
     at::Tensor& output,
     at::Tensor& input,
     const ReduceScatterOptions& opts) {
-  Collective call(*this, "reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE);
+  CollectiveCall call(*this, "reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(output).same(input);
   return call.launch(
       opts.asyncOp,
@@ -392,7 +238,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall_base(
     std::vector<int64_t>& input_split_sizes,
     const AllToAllOptions& opts) {
   // With split sizes, each rank's tensors may differ in length.
-  Collective call(*this, "alltoall_base", OpType::ALLTOALL_BASE);
+  CollectiveCall call(*this, "alltoall_base", OpType::ALLTOALL_BASE);
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     call.same(output).same(input);
   } else {
@@ -414,7 +260,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall(
     TensorList& outputs,
     TensorList& inputs,
     const AllToAllOptions& opts) {
-  Collective call(*this, "alltoall", OpType::ALLTOALL);
+  CollectiveCall call(*this, "alltoall", OpType::ALLTOALL);
   call.local(outputs).local(inputs);
   return call.launch(
       opts.asyncOp,
@@ -425,19 +271,19 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall(
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::send(TensorList& tensors, int dst_rank, int tag) {
-  Collective call(*this, "send", OpType::SEND);
+  CollectiveCall call(*this, "send", OpType::SEND);
   auto hosts = call.local(tensors).view(tensors);
   return call.started(gloo_->send(hosts, dst_rank, tag), {});
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::recv(TensorList& tensors, int src_rank, int tag) {
-  Collective call(*this, "recv", OpType::RECV);
+  CollectiveCall call(*this, "recv", OpType::RECV);
   auto hosts = call.local(tensors).view(tensors);
   return call.started(gloo_->recv(hosts, src_rank, tag), tensors);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::recvAnysource(TensorList& tensors, int tag) {
-  Collective call(*this, "recv_anysource", OpType::RECVANYSOURCE);
+  CollectiveCall call(*this, "recv_anysource", OpType::RECVANYSOURCE);
   auto hosts = call.local(tensors).view(tensors);
   return call.started(gloo_->recvAnysource(hosts, tag), tensors);
 }

@@ -26,12 +26,15 @@
 // open until the gloo work completes (the Work holds them).
 //
 // Before each collective the ranks compare what they pass (operation, options,
-// tensor shapes and dtypes) in one small gloo allgather: gloo itself checks
-// none of it, and a mismatch there hangs, corrupts, or kills the process from
-// a gloo thread. A mismatch raises on every rank, naming each rank's
-// arguments. A failed collective names the peers that are no longer running.
+// tensor shapes and dtypes) in one small gloo allgather (ArgumentAgreement.h):
+// gloo itself checks none of it, and a mismatch there hangs, corrupts, or
+// kills the process from a gloo thread. A mismatch raises on every rank,
+// naming each rank's arguments. An asynchronous collective agrees and launches
+// on the group's launcher thread (CollectiveLauncher.h), so the call returns
+// at once. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {
 
+class CollectiveCall;
 class CollectiveLauncher;
 class PeerProcesses;
 
@@ -120,7 +123,7 @@ class ProcessGroupOpenReg : public Backend {
   void shutdown() override;
 
  private:
-  class Collective;
+  friend class CollectiveCall;
 
   c10::intrusive_ptr<Backend> gloo_;
   std::shared_ptr<const PeerProcesses> peers_;
