@@ -75,7 +75,7 @@ def test_every_operation_matches_gloo_on_cpu():
     for name in ("broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
                  "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
                  "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
-                 "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream",
+                 "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream", "async collectives issued back to back",
         "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG raises as gloo does",
         "all_reduce PREMUL_SUM raises as gloo does"):
         assert name in checked
@@ -106,6 +106,8 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
     for r in ranks:
         cases = {result["case"]: result for result in r.results if "case" in result}
         for case, shown in (("numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("async numel future", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
                             ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
                             ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
                             ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
@@ -120,6 +122,8 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
         assert f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather" \
             in cases["two devices"]["message"]
         assert f"openreg:{r.rank} and cpu!" in cases["cpu output"]["message"]
+        assert r.result("async_before_peers") == [3.0] * 2
+        assert r.result("queued_after_error") == [3.0] * 2
         # The group still works after every error.
         assert r.result("after_errors") == [3.0] * 3
 

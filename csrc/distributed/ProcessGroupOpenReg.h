@@ -26,12 +26,16 @@
 // open until the gloo work completes (the Work holds them).
 //
 // Before each collective the ranks compare what they pass (operation, options,
-// tensor shapes and dtypes) in one small gloo allgather: gloo itself checks
-// none of it, and a mismatch there hangs, corrupts, or kills the process from
-// a gloo thread. A mismatch raises on every rank, naming each rank's
-// arguments. A failed collective names the peers that are no longer running.
+// tensor shapes and dtypes) in one small gloo allgather (ArgumentAgreement.h):
+// gloo itself checks none of it, and a mismatch there hangs, corrupts, or
+// kills the process from a gloo thread. A mismatch raises on every rank,
+// naming each rank's arguments. An asynchronous collective agrees and launches
+// on the group's launcher thread (CollectiveLauncher.h), so the call returns
+// at once. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {
 
+class CollectiveCall;
+class CollectiveLauncher;
 class PeerProcesses;
 
 class ProcessGroupOpenReg : public Backend {
@@ -41,6 +45,8 @@ class ProcessGroupOpenReg : public Backend {
 
   // `store` is the group's store, which gloo was created over too.
   ProcessGroupOpenReg(c10::intrusive_ptr<Store> store, c10::intrusive_ptr<Backend> gloo, int rank, int size);
+  // Makes the launches already queued first.
+  ~ProcessGroupOpenReg() override;
 
   const std::string getBackendName() const override {
     return kName;
@@ -117,10 +123,12 @@ class ProcessGroupOpenReg : public Backend {
   void shutdown() override;
 
  private:
-  class Collective;
+  friend class CollectiveCall;
 
   c10::intrusive_ptr<Backend> gloo_;
   std::shared_ptr<const PeerProcesses> peers_;
+  // Destroyed first: its queued launches use gloo_ and peers_.
+  std::unique_ptr<CollectiveLauncher> launcher_;
 };
 
 } // namespace c10d::openreg

@@ -127,6 +127,23 @@ def main():
         return doubled
     check("async all_reduce, tensor dropped before wait, future continuation", freed_while_running, gloo)
 
+    def async_burst(device, group):
+        # Asynchronous collectives of different kinds and sizes issued back to back, waited in reverse: each
+        # rank launches them in call order (gloo pairs them across ranks by that order).
+        reduced = [values((n,), torch.float32, 50 + n).to(device) for n in (7, 1 << 14, 3)]
+        broadcast = values((5,), torch.int64, 60).to(device)
+        gathered = torch.empty(WORLD * 4, device=device)
+        works = [dist.all_reduce(t, async_op=True, group=group) for t in reduced]
+        works.append(dist.broadcast(broadcast, src=WORLD - 1, async_op=True, group=group))
+        works.append(dist.all_gather_into_tensor(gathered, values((4,), torch.float32, 61).to(device),
+                                                 async_op=True, group=group))
+        futures = [work.get_future() for work in works]
+        for work in reversed(works):
+            work.wait()
+        assert all(work.is_completed() and future.done() for work, future in zip(works, futures))
+        return reduced + [broadcast, gathered]
+    check("async collectives issued back to back", async_burst, gloo)
+
     def strided(device, group):
         # A non-contiguous view: gloo requires dense tensors, on the CPU as here.
         base = values((4, 6), torch.float32, 4).to(device)

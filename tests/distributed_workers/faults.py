@@ -1,7 +1,7 @@
 """Faults, each of which must raise a clear error on the ranks involved, never crash or hang.
 
-``mismatch`` (2 ranks): arguments that differ across ranks, and tensors on the wrong device; after each
-error the group still works. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
+``mismatch`` (2 ranks): arguments that differ across ranks, synchronously and asynchronously, and tensors
+on the wrong device; after each error the group still works. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
 fail within the group's timeout with an error naming rank 1.
 """
 import datetime
@@ -39,6 +39,27 @@ def mismatch():
                  dist.broadcast(torch.ones(4, device=DEV), src=0))
     expect_error("all_gather input", lambda: dist.all_gather(
         [torch.empty(3, device=DEV) for _ in range(2)], torch.ones(3 + RANK, device=DEV)))
+    # An asynchronous collective returns before the other ranks make the call (the agreement waits for them
+    # off the calling thread): rank 1 calls only once rank 0's call has returned.
+    store = dist.distributed_c10d._get_default_store()
+    t = torch.full((2,), RANK + 1.0, device=DEV)
+    if RANK == 0:
+        work = dist.all_reduce(t, async_op=True)
+        store.set("async_call_returned", "1")
+        work.wait()
+    else:
+        store.wait(["async_call_returned"], datetime.timedelta(seconds=60))
+        dist.all_reduce(t)
+    report(async_before_peers=t.cpu().tolist())
+    # Asynchronously: the call returns, wait() and the future raise; collectives queued behind still run.
+    work = dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV), async_op=True)
+    future = work.get_future()
+    queued = torch.full((2,), RANK + 1.0, device=DEV)
+    queued_work = dist.all_reduce(queued, async_op=True)
+    expect_error("async numel", work.wait)
+    expect_error("async numel future", future.wait)
+    queued_work.wait()
+    report(queued_after_error=queued.cpu().tolist())
     # Wrong devices: a CPU tensor where the group has no CPU backend (torch's own check), tensors on two
     # openreg devices or on openreg and the CPU in one call (orccl's check).
     expect_error("cpu tensor", lambda: dist.all_reduce(torch.ones(4)))

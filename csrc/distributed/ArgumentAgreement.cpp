@@ -1,0 +1,126 @@
+#include "distributed/ArgumentAgreement.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "distributed/ProcessGroupOpenReg.h"
+
+namespace c10d::openreg {
+
+namespace {
+
+// Words exchanged per rank: fingerprint, signature length, and as much of the
+// signature as fits (for the error message).
+constexpr int64_t kRecord = 32;
+// Signature tensor entries: a marker, the dtype, and for tensors whose shape
+// must agree, the dimension count and sizes.
+constexpr int64_t kSameShape = -1;
+constexpr int64_t kSameDtype = -2;
+
+// 64-bit FNV-1a over the signature's words.
+int64_t fingerprint(const std::vector<int64_t>& words) {
+  uint64_t hash = 14695981039346656037ull;
+  for (int64_t word : words) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash = (hash ^ ((static_cast<uint64_t>(word) >> (8 * byte)) & 0xff)) * 1099511628211ull;
+    }
+  }
+  return static_cast<int64_t>(hash);
+}
+
+} // namespace
+
+CallSignature::CallSignature(const char* op, OpType type) : op_(op) {
+  words_.push_back(static_cast<int64_t>(type));
+}
+
+void CallSignature::option(const char* name, int64_t value) {
+  option_names_.push_back(name);
+  words_.push_back(value);
+}
+
+void CallSignature::same_shape(const at::Tensor& tensor) {
+  words_.push_back(kSameShape);
+  words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
+  words_.push_back(tensor.dim());
+  words_.insert(words_.end(), tensor.sizes().begin(), tensor.sizes().end());
+}
+
+void CallSignature::same_dtype(const at::Tensor& tensor) {
+  words_.push_back(kSameDtype);
+  words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
+}
+
+void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const {
+  const int size = gloo.getSize();
+  if (size == 1) {
+    return;
+  }
+  at::Tensor mine = at::zeros({kRecord}, at::kLong);
+  int64_t* record = mine.data_ptr<int64_t>();
+  record[0] = fingerprint(words_);
+  record[1] = static_cast<int64_t>(words_.size());
+  std::copy_n(words_.begin(), std::min<size_t>(words_.size(), kRecord - 2), record + 2);
+  at::Tensor all = at::empty({size * kRecord}, at::kLong);
+  try {
+    gloo._allgather_base(all, mine, AllgatherOptions())->wait();
+  } catch (...) {
+    rethrow_with(peers.failure(op_, gloo.getRank(), device));
+  }
+  const int64_t* records = all.const_data_ptr<int64_t>();
+  bool agreed = true;
+  for (int r = 0; r < size; ++r) {
+    agreed = agreed && std::equal(records, records + 2, records + r * kRecord);
+  }
+  if (!agreed) {
+    std::string ranks;
+    for (int r = 0; r < size; ++r) {
+      ranks += c10::str(r == 0 ? "" : ", ", "rank ", r, ": ", describe(records + r * kRecord));
+    }
+    TORCH_CHECK_VALUE(
+        false, ProcessGroupOpenReg::kName, " ", op_, " on rank ", gloo.getRank(),
+        ": the ranks passed different arguments (every rank must pass the same operation, options, and "
+        "tensor dtypes and shapes): ",
+        ranks);
+  }
+}
+
+std::string CallSignature::describe(const int64_t* record) const {
+  const int64_t length = record[1];
+  const int64_t known = std::min<int64_t>(length, kRecord - 2);
+  const int64_t* words = record + 2;
+  std::ostringstream text;
+  text << opTypeToString(static_cast<OpType>(words[0])) << "(";
+  // Options are named for records of this rank's operation.
+  const bool same_operation = words[0] == words_[0];
+  int64_t i = 1;
+  while (i < known && words[i] >= 0) {
+    const size_t o = static_cast<size_t>(i - 1);
+    text << (i == 1 ? "" : ", ") << (same_operation && o < option_names_.size() ? option_names_[o] : "option")
+         << "=" << words[i];
+    ++i;
+  }
+  text << ";";
+  const char* separator = " ";
+  while (i + 1 < known) {
+    const bool shape_matters = words[i] == kSameShape;
+    text << separator << static_cast<c10::ScalarType>(words[i + 1]);
+    i += 2;
+    if (shape_matters && i < known) {
+      const int64_t dims = words[i++];
+      text << "[";
+      for (int64_t d = 0; d < dims && i < known; ++d) {
+        text << (d == 0 ? "" : ", ") << words[i++];
+      }
+      text << "]";
+    }
+    separator = ", ";
+  }
+  text << (known < length ? " ...)" : ")");
+  return text.str();
+}
+
+} // namespace c10d::openreg

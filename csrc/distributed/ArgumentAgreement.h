@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "distributed/CollectiveFailure.h"
+
+// The ranks' agreement on a collective's arguments, before gloo runs it.
+//
+// gloo checks nothing across ranks: sizes that differ kill the receiving
+// process from a gloo thread (its transport bounds-checks each message against
+// the posted buffer and aborts), and shapes with the same element count, dtypes
+// of the same width or different roots silently give wrong results. So every
+// rank describes its call in a signature (operation, options, each tensor's
+// dtype and, where every rank passes the same shape, its shape) and the ranks
+// exchange them in one small gloo allgather; a difference raises ValueError on
+// every rank, naming each rank's arguments, and nothing reaches gloo.
+namespace c10d::openreg {
+
+class CallSignature {
+ public:
+  CallSignature(const char* op, OpType type);
+
+  // An option every rank must pass alike (root rank, reduction).
+  void option(const char* name, int64_t value);
+  // A tensor every rank passes alike: dtype and shape must agree.
+  void same_shape(const at::Tensor& tensor);
+  // A tensor whose shape may differ across ranks (all-to-all parts, which
+  // split sizes make uneven): only its dtype must agree.
+  void same_dtype(const at::Tensor& tensor);
+
+  // Exchanges the signatures over `gloo` (blocking) and raises ValueError on
+  // every rank if they differ; a gloo failure is reported for the collective
+  // on `device`.
+  void agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const;
+
+ private:
+  // A rank's exchanged record as text: "ALLREDUCE(reduce_op=0; Float[4])".
+  std::string describe(const int64_t* record) const;
+
+  const char* op_;
+  std::vector<int64_t> words_;
+  std::vector<const char*> option_names_;
+};
+
+} // namespace c10d::openreg

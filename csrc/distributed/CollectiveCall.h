@@ -1,0 +1,168 @@
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ATen/ThreadLocalState.h>
+#include <ATen/core/Tensor.h>
+
+#include "aten/DeviceCheck.h"
+#include "aten/HostView.h"
+#include "distributed/ArgumentAgreement.h"
+#include "distributed/CollectiveLauncher.h"
+#include "distributed/OpenRegWork.h"
+#include "distributed/ProcessGroupOpenReg.h"
+
+// One call of an orccl operation, from the arguments to its Work: checks that
+// every tensor is on one openreg device, describes the arguments for the
+// ranks' agreement, turns the tensors into host views, and launches gloo's
+// operation on them once the ranks agree.
+namespace c10d::openreg {
+
+class CollectiveCall {
+ public:
+  using TensorList = std::vector<at::Tensor>;
+  using TensorLists = std::vector<std::vector<at::Tensor>>;
+  using Works = std::vector<c10::intrusive_ptr<Work>>;
+
+  CollectiveCall(ProcessGroupOpenReg& pg, const char* op, OpType type)
+      : pg_(pg), op_(op), type_(type), signature_(op, type) {}
+
+  // An option every rank must pass alike (root rank, reduction).
+  CollectiveCall& option(const char* name, int64_t value) {
+    signature_.option(name, value);
+    return *this;
+  }
+  // Tensors every rank passes alike (same count, dtypes and shapes).
+  CollectiveCall& same(const at::Tensor& tensor) {
+    check_.check_written(tensor);
+    signature_.same_shape(tensor);
+    return *this;
+  }
+  CollectiveCall& same(const TensorList& tensors) {
+    for (const auto& tensor : tensors) {
+      same(tensor);
+    }
+    return *this;
+  }
+  CollectiveCall& same(const TensorLists& lists) {
+    for (const auto& tensors : lists) {
+      same(tensors);
+    }
+    return *this;
+  }
+  // Tensors whose shapes may differ across ranks: only their dtype must agree.
+  CollectiveCall& local(const at::Tensor& tensor) {
+    check_.check_written(tensor);
+    signature_.same_dtype(tensor);
+    return *this;
+  }
+  CollectiveCall& local(const TensorList& tensors) {
+    for (const auto& tensor : tensors) {
+      local(tensor);
+    }
+    return *this;
+  }
+  // Tensors only the root passes (gather's outputs, scatter's inputs).
+  CollectiveCall& root_only(const TensorLists& lists) {
+    for (const auto& tensors : lists) {
+      for (const auto& tensor : tensors) {
+        check_.check_written(tensor);
+      }
+    }
+    return *this;
+  }
+
+  at::Tensor view(const at::Tensor& tensor) {
+    if (!views_) {
+      // Waits for the work queued on the device's current stream.
+      views_.emplace(check_.device(), op_);
+    }
+    at::Tensor host = views_->alias(tensor);
+    host_views_.push_back(host);
+    return host;
+  }
+  TensorList view(const TensorList& tensors) {
+    TensorList hosts;
+    hosts.reserve(tensors.size());
+    for (const auto& tensor : tensors) {
+      hosts.push_back(view(tensor));
+    }
+    return hosts;
+  }
+  TensorLists view(const TensorLists& lists) {
+    TensorLists hosts;
+    hosts.reserve(lists.size());
+    for (const auto& tensors : lists) {
+      hosts.push_back(view(tensors));
+    }
+    return hosts;
+  }
+
+  // Launches `issue(gloo)` (gloo's calls on the host views, returning its
+  // work or works) once the ranks agree on the arguments. An asynchronous
+  // call is queued and returns at once; a synchronous one launches on the
+  // calling thread, which is about to wait for it anyway. Errors reach the
+  // caller through the Work.
+  template <typename Issue>
+  c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
+    auto work = make_work(std::move(outputs));
+    auto launch = [work,
+                   signature = std::move(signature_),
+                   issue = std::move(issue),
+                   gloo = pg_.gloo_,
+                   peers = pg_.peers_,
+                   device = check_.device()]() mutable {
+      try {
+        signature.agree(*gloo, *peers, device);
+        work->launched(as_works(issue(*gloo)));
+      } catch (...) {
+        work->failed(std::current_exception());
+      }
+    };
+    if (async_op) {
+      // The launcher's thread sees what the caller's would (profiler, grad
+      // mode): gloo records its collectives under the caller's profile.
+      pg_.launcher_->queue([launch = std::move(launch), state = at::ThreadLocalState()]() mutable {
+        at::ThreadLocalStateGuard guard(state);
+        launch();
+      });
+    } else {
+      pg_.launcher_->run_here(launch);
+    }
+    return work;
+  }
+
+  // A point-to-point operation, issued directly: it involves two ranks, so
+  // there is nothing to agree on with the group, and gloo matches it by its
+  // tag, not by its order among the collectives.
+  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
+    auto work = make_work(std::move(outputs));
+    work->launched(as_works(std::move(gloo_work)));
+    return work;
+  }
+
+ private:
+  static Works as_works(c10::intrusive_ptr<Work> work) {
+    return {std::move(work)};
+  }
+  static Works as_works(Works works) {
+    return works;
+  }
+
+  c10::intrusive_ptr<OpenRegWork> make_work(TensorList outputs) {
+    return c10::make_intrusive<OpenRegWork>(
+        pg_.getRank(), type_, op_, check_.device(), pg_.peers_, std::move(host_views_), std::move(outputs));
+  }
+
+  ProcessGroupOpenReg& pg_;
+  const char* op_;
+  OpType type_;
+  at::openreg::DeviceCheck check_{op_};
+  CallSignature signature_;
+  std::optional<at::openreg::HostViews> views_;
+  TensorList host_views_;
+};
+
+} // namespace c10d::openreg

@@ -1,0 +1,177 @@
+#include "distributed/OpenRegWork.h"
+
+#include <utility>
+
+namespace c10d::openreg {
+
+OpenRegWork::OpenRegWork(
+    int rank,
+    OpType type,
+    const char* op,
+    c10::Device device,
+    std::shared_ptr<const PeerProcesses> peers,
+    std::vector<at::Tensor> host_views,
+    std::vector<at::Tensor> outputs)
+    : Work(rank, type),
+      op_(op),
+      device_(device),
+      peers_(std::move(peers)),
+      host_views_(std::move(host_views)),
+      outputs_(std::move(outputs)) {}
+
+void OpenRegWork::launched(std::vector<c10::intrusive_ptr<Work>> gloo_works) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    gloo_works_ = std::move(gloo_works);
+    launched_ = true;
+    future = future_;
+  }
+  launch_done_.notify_all();
+  // A future asked for before the launch is connected here, outside the lock:
+  // its callbacks may run at once and call back into this Work.
+  if (future) {
+    complete_when_done(future);
+  }
+}
+
+void OpenRegWork::failed(std::exception_ptr error) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    launch_error_ = std::move(error);
+    launched_ = true;
+    future = future_;
+  }
+  launch_done_.notify_all();
+  if (future) {
+    complete_when_done(future);
+  }
+}
+
+bool OpenRegWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(launch_mutex_);
+  if (!launched_) {
+    return false;
+  }
+  for (const auto& work : gloo_works_) {
+    if (!work->isCompleted()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool OpenRegWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(launch_mutex_);
+  if (!launched_ || launch_error_) {
+    return false;
+  }
+  for (const auto& work : gloo_works_) {
+    if (!work->isSuccess()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::exception_ptr OpenRegWork::exception() const {
+  std::lock_guard<std::mutex> lock(launch_mutex_);
+  if (launch_error_) {
+    return launch_error_;
+  }
+  for (const auto& work : gloo_works_) {
+    if (auto error = work->exception()) {
+      return error;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<at::Tensor> OpenRegWork::result() {
+  return outputs_;
+}
+
+bool OpenRegWork::wait(std::chrono::milliseconds timeout) {
+  {
+    std::unique_lock<std::mutex> lock(launch_mutex_);
+    // The launch is bounded by gloo's timeout (its agreement is a gloo
+    // collective); a shorter wait() timeout bounds it too.
+    if (timeout == kNoTimeout) {
+      launch_done_.wait(lock, [this] { return launched_; });
+    } else if (!launch_done_.wait_for(lock, timeout, [this] { return launched_; })) {
+      return false;
+    }
+  }
+  if (launch_error_) {
+    std::rethrow_exception(launch_error_);
+  }
+  bool completed = true;
+  for (const auto& work : gloo_works_) {
+    try {
+      completed = work->wait(timeout) && completed;
+    } catch (...) {
+      rethrow_with(peers_->failure(op_, rank_, device_));
+    }
+  }
+  return completed;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> OpenRegWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    if (future_) {
+      return future_;
+    }
+    future_ = future = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_});
+    if (!launched_) {
+      return future; // launched() or failed() connects it
+    }
+  }
+  complete_when_done(future);
+  return future;
+}
+
+void OpenRegWork::complete_when_done(const c10::intrusive_ptr<c10::ivalue::Future>& future) const {
+  if (launch_error_) {
+    future->setError(launch_error_);
+    return;
+  }
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> gloo_futures;
+  for (const auto& work : gloo_works_) {
+    gloo_futures.push_back(work->getFuture());
+  }
+  auto done = gloo_futures.size() == 1
+      ? gloo_futures.front()
+      : c10::collectAll(c10::List<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(gloo_futures)));
+  done->addCallback([future,
+                     outputs = outputs_,
+                     context = [op = op_, rank = rank_, device = device_, peers = peers_] {
+                       return peers->failure(op, rank, device);
+                     }](c10::ivalue::Future& gloo_future) {
+    if (!gloo_future.hasError()) {
+      future->markCompleted(c10::IValue(outputs));
+      return;
+    }
+    try {
+      try {
+        std::rethrow_exception(gloo_future.exception_ptr());
+      } catch (...) {
+        rethrow_with(context());
+      }
+    } catch (...) {
+      future->setError(std::current_exception());
+    }
+  });
+}
+
+void OpenRegWork::abort() {
+  std::lock_guard<std::mutex> lock(launch_mutex_);
+  for (const auto& work : gloo_works_) {
+    work->abort();
+  }
+}
+
+} // namespace c10d::openreg
