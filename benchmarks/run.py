@@ -356,8 +356,23 @@ def fallback_ops(torch, fn):
 
 
 def ratio(group, openreg_s, cpu_s):
-    """openreg/CPU time, or for copies openreg/memcpy bandwidth."""
-    return cpu_s / openreg_s if group == "copies" else openreg_s / cpu_s
+    """openreg/CPU time, or for copies and all_reduce (same bytes on both sides) the bandwidth ratio."""
+    return cpu_s / openreg_s if group in ("copies", "all_reduce") else openreg_s / cpu_s
+
+
+def case_result(group, description, device_samples, cpu_samples, fallback):
+    """One case's entry in the JSON, from its interleaved repetitions."""
+    openreg_s, cpu_s = statistics.median(device_samples), statistics.median(cpu_samples)
+    return {
+        "description": description,
+        "openreg_s": openreg_s,
+        "cpu_s": cpu_s,
+        "ratio": ratio(group, openreg_s, cpu_s),
+        # Each repetition's ratio against the CPU repetition right after it: the spread a verdict is read
+        # against (see noisy_misses).
+        "repetition_ratios": [ratio(group, d, c) for d, c in zip(device_samples, cpu_samples)],
+        "fallback_ops": fallback,
+    }
 
 
 def child(cases, quick):
@@ -372,19 +387,8 @@ def child(cases, quick):
         results[group] = {}
         for key in keys or on_device:
             description, device_fn = on_device[key]
-            device_samples, cpu_samples = interleaved(
-                device_fn, on_cpu[key][1], torch.openreg.synchronize, repeats, inner)
-            openreg_s, cpu_s = statistics.median(device_samples), statistics.median(cpu_samples)
-            results[group][key] = {
-                "description": description,
-                "openreg_s": openreg_s,
-                "cpu_s": cpu_s,
-                "ratio": ratio(group, openreg_s, cpu_s),
-                # Each repetition's ratio against the CPU repetition after it: the spread the verdict is read
-                # against (see noisy_misses).
-                "repetition_ratios": [ratio(group, d, c) for d, c in zip(device_samples, cpu_samples)],
-                "fallback_ops": fallback_ops(torch, device_fn),
-            }
+            samples = interleaved(device_fn, on_cpu[key][1], torch.openreg.synchronize, repeats, inner)
+            results[group][key] = case_result(group, description, *samples, fallback_ops(torch, device_fn))
         del on_device, on_cpu  # frees the 256 MiB copy buffers before the next group
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}))
 
