@@ -63,15 +63,8 @@ def rank_main(quick, out):
         repeats, inner = run.REPEATS[group][1 if quick else 0]
         results[group] = {}
         for key, (description, device_fn, cpu_fn) in cases.items():
-            openreg_s, cpu_s = run.interleaved(device_fn, cpu_fn, torch.openreg.synchronize, repeats, inner)
-            results[group][key] = {
-                "description": description,
-                "openreg_s": openreg_s,
-                "cpu_s": cpu_s,
-                # all_reduce: bandwidth ratio (same bytes on both sides); ddp: time ratio
-                "ratio": cpu_s / openreg_s if group == "all_reduce" else openreg_s / cpu_s,
-                "fallback_ops": run.fallback_ops(torch, device_fn),
-            }
+            samples = run.interleaved(device_fn, cpu_fn, torch.openreg.synchronize, repeats, inner)
+            results[group][key] = run.case_result(group, description, *samples, run.fallback_ops(torch, device_fn))
     if dist.get_rank() == 0:
         with open(out, "w") as f:
             json.dump(results, f)

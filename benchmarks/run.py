@@ -11,7 +11,8 @@ CPU: memory protection on (the default) and off, and the copying fallback
 shows medians, openreg/CPU ratios and whether each target is met; see
 docs/performance.md for the latest results.
 
-    python benchmarks/run.py [--quick] [--json out.json]
+    python benchmarks/run.py [--quick] [--json out.json] [--plot out.png]
+    python benchmarks/run.py --from out.json [--plot out.png]    # a saved report, no run
 
 One group alone, in this process (JSON on stdout; no table, no other settings):
 
@@ -39,6 +40,7 @@ GROUPS = {
     "ddp": "10. DDP training step across 2 ranks (forward, backward, gradient all_reduce, SGD step)",
     "compiled": "11. torch.compile training step (Inductor; cpu column: compiled for the CPU)",
     "compile_time": "12. compiling the MLP training step from a reset Dynamo (cpu column: compiling for the CPU)",
+    "optimizer": "13. optimizer step over 100 parameters of 16 elements",
 }
 
 # Child-process settings: name -> environment. The copy fallback runs only the
@@ -57,7 +59,7 @@ DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
 TARGETS = {
     "small": [("<=", 1.5, "")],
     "large": [("<=", 1.05, "")],
-    "training": [("<=", 1.25, ""), ("<=", 2.0, " prot on")],
+    "training": [("<=", 1.05, ""), ("<=", 2.0, " prot on")],
     "churn": [("<=", 1.0, "")],
     "copies": [(">=", 0.9, "")],
     "import": [],
@@ -67,6 +69,13 @@ TARGETS = {
     "ddp": [("<=", 1.15, "")],
     "compiled": [("<=", 1.10, "")],
     "compile_time": [("<=", 1.2, "")],
+    "optimizer": [("<=", 1.2, "")],
+}
+# (group, case) -> targets of a case that differs from its group's.
+CASE_TARGETS = {
+    ("small", "add"): [("<=", 1.2, "")],
+    ("small", "add_"): [("<=", 1.3, "")],
+    ("small", "add_out"): [("<=", 1.3, "")],
 }
 
 # group -> (repetitions, calls per repetition), full run and --quick.
@@ -82,6 +91,7 @@ REPEATS = {
     "ddp": ((15, 3), (3, 1)),
     "compiled": ((15, 3), (3, 1)),
     "compile_time": ((5, 1), (1, 1)),
+    "optimizer": ((15, 10), (3, 2)),
 }
 IMPORT_RUNS = (9, 1)
 
@@ -95,6 +105,7 @@ def small_cases(torch, device, quick):
     b = torch.randn(16, generator=g).to(device)
     acc = torch.zeros(16, device=device)
     one = torch.ones(1, device=device)
+    out = torch.empty(16, device=device)
     return {
         "empty": ("empty(16) (factory)", lambda: torch.empty(16, device=device)),
         "view": ("view(4, 4)", lambda: a.view(4, 4)),
@@ -102,6 +113,7 @@ def small_cases(torch, device, quick):
         "add": ("add (stub kernel)", lambda: a + b),
         "atan2": ("atan2 (fallback)", lambda: torch.atan2(a, b)),
         "add_": ("add_ (in-place)", lambda: acc.add_(b)),
+        "add_out": ("add(out=) (stub kernel)", lambda: torch.add(a, b, out=out)),
         "item": ("item() (1 element)", lambda: one.item()),
     }
 
@@ -160,6 +172,26 @@ def training_cases(torch, device, quick, prepare=lambda model: model):
                 training_step(torch, prepare(small_cnn(nn).to(device)), torch.randn(64, 1, 28, 28).to(device),
                               labels[:64].to(device))),
     }
+
+
+def optimizer_cases(torch, device, quick):
+    """One optimizer step over 100 parameters of 16 elements with gradients: the per-parameter loop and the
+    foreach (multi-tensor) implementation of SGD with momentum and of Adam."""
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for name, make, description in (
+        ("sgd", lambda params, foreach: torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=foreach),
+         "SGD, momentum 0.9"),
+        ("adam", lambda params, foreach: torch.optim.Adam(params, lr=0.001, foreach=foreach), "Adam"),
+    ):
+        for foreach in (False, True):
+            params = [torch.nn.Parameter(torch.randn(16, generator=g).to(device)) for _ in range(100)]
+            for param in params:
+                param.grad = torch.randn(16, generator=g).to(device)
+            key = name + ("_foreach" if foreach else "")
+            loop = "foreach" if foreach else "for-loop"
+            cases[key] = (f"{description} ({loop}), 100 parameters", make(params, foreach).step)
+    return cases
 
 
 def compiled_training_cases(torch, device, quick):
@@ -288,6 +320,7 @@ BUILDERS = {
     "autocast_cost": autocast_cost_cases,
     "compiled": compiled_training_cases,
     "compile_time": compile_time_cases,
+    "optimizer": optimizer_cases,
 }
 
 
@@ -304,14 +337,14 @@ def sample(fn, inner, sync):
 
 
 def interleaved(device_fn, cpu_fn, device_sync, repeats, inner):
-    """Median seconds per call on openreg and on the CPU, alternating repetitions."""
+    """Seconds per call of each repetition on openreg and on the CPU, alternating repetitions."""
     device_fn()  # warm-up: allocator caches, first-call costs, page faults
     cpu_fn()
     device_samples, cpu_samples = [], []
     for _ in range(repeats):
         device_samples.append(sample(device_fn, inner, device_sync))
         cpu_samples.append(sample(cpu_fn, inner, lambda: None))
-    return statistics.median(device_samples), statistics.median(cpu_samples)
+    return device_samples, cpu_samples
 
 
 def fallback_ops(torch, fn):
@@ -323,8 +356,23 @@ def fallback_ops(torch, fn):
 
 
 def ratio(group, openreg_s, cpu_s):
-    """openreg/CPU time, or for copies openreg/memcpy bandwidth."""
-    return cpu_s / openreg_s if group == "copies" else openreg_s / cpu_s
+    """openreg/CPU time, or for copies and all_reduce (same bytes on both sides) the bandwidth ratio."""
+    return cpu_s / openreg_s if group in ("copies", "all_reduce") else openreg_s / cpu_s
+
+
+def case_result(group, description, device_samples, cpu_samples, fallback):
+    """One case's entry in the JSON, from its interleaved repetitions."""
+    openreg_s, cpu_s = statistics.median(device_samples), statistics.median(cpu_samples)
+    return {
+        "description": description,
+        "openreg_s": openreg_s,
+        "cpu_s": cpu_s,
+        "ratio": ratio(group, openreg_s, cpu_s),
+        # Each repetition's ratio against the CPU repetition right after it: the spread a verdict is read
+        # against (see noisy_misses).
+        "repetition_ratios": [ratio(group, d, c) for d, c in zip(device_samples, cpu_samples)],
+        "fallback_ops": fallback,
+    }
 
 
 def child(cases, quick):
@@ -339,14 +387,8 @@ def child(cases, quick):
         results[group] = {}
         for key in keys or on_device:
             description, device_fn = on_device[key]
-            openreg_s, cpu_s = interleaved(device_fn, on_cpu[key][1], torch.openreg.synchronize, repeats, inner)
-            results[group][key] = {
-                "description": description,
-                "openreg_s": openreg_s,
-                "cpu_s": cpu_s,
-                "ratio": ratio(group, openreg_s, cpu_s),
-                "fallback_ops": fallback_ops(torch, device_fn),
-            }
+            samples = interleaved(device_fn, on_cpu[key][1], torch.openreg.synchronize, repeats, inner)
+            results[group][key] = case_result(group, description, *samples, fallback_ops(torch, device_fn))
         del on_device, on_cpu  # frees the 256 MiB copy buffers before the next group
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}))
 
@@ -415,13 +457,34 @@ def cpu_model():
     return "unknown"
 
 
-def verdicts(group, value):
+def targets_of(group, key):
+    return CASE_TARGETS.get((group, key), TARGETS[group])
+
+
+def meets(comparison, bound, value):
+    return value <= bound if comparison == "<=" else value >= bound
+
+
+def verdicts(group, key, value):
     """[(target text, "met"/"missed")] for a default-setting ratio."""
-    checks = []
-    for comparison, bound, label in TARGETS[group]:
-        met = value <= bound if comparison == "<=" else value >= bound
-        checks.append((f"{comparison} {bound:g}x{label}", "met" if met else "missed"))
-    return checks
+    return [(f"{comparison} {bound:g}x{label}", "met" if meets(comparison, bound, value) else "missed")
+            for comparison, bound, label in targets_of(group, key)]
+
+
+def noisy_misses(default):
+    """[(description, target text, best repetition's ratio)] of the missed targets that at least one
+    repetition met: misses the run cannot tell from noise."""
+    misses = []
+    for group, cases in default.items():
+        for key, case in cases.items():
+            repetitions = case.get("repetition_ratios")
+            if not repetitions:
+                continue
+            for comparison, bound, label in targets_of(group, key):
+                best = min(repetitions) if comparison == "<=" else max(repetitions)
+                if not meets(comparison, bound, case["ratio"]) and meets(comparison, bound, best):
+                    misses.append((case["description"], f"{comparison} {bound:g}x{label}", best))
+    return misses
 
 
 def format_value(group, seconds, quick):
@@ -442,9 +505,11 @@ def print_table(results, quick):
     print(f"{'case':<58} {'cpu':>11} {'openreg':>11} {'ratio':>6}  {'target':<17} {'':<6} "
           f"{'prot off':>8} {'copy fb':>8}")
     for group, title in GROUPS.items():
+        if group not in default:  # a saved report from before the group existed
+            continue
         print(title)
         for key, case in default[group].items():
-            checks = verdicts(group, case["ratio"]) or [("", "")]
+            checks = verdicts(group, key, case["ratio"]) or [("", "")]
             other = [results[s].get(group, {}).get(key) for s in ("protection_off", "copy_fallback")]
             other_text = " ".join(f"{o['ratio']:>7.2f}x" if o else f"{'-':>8}" for o in other)
             print(f"  {case['description']:<56} {format_value(group, case['cpu_s'], quick):>11} "
@@ -452,16 +517,68 @@ def print_table(results, quick):
                   f"{checks[0][0]:<17} {checks[0][1]:<6} {other_text}")
             for target, verdict in checks[1:]:
                 print(f"  {'':<56} {'':>11} {'':>11} {'':>6}  {target:<17} {verdict:<6}")
+    noisy = noisy_misses(default)
+    if noisy:
+        print("missed, but within noise (at least one repetition met the target):")
+        for description, target, best in noisy:
+            print(f"  {description:<56} best repetition {best:.2f}x, target {target}")
+
+
+def plot(default, path):
+    """Draws every default-setting ratio against its target(s) as a PNG at `path` (needs matplotlib: the
+    package's `plot` extra)."""
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("--plot needs matplotlib: pip install 'torch_openreg[plot]'")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = []  # (label, ratio, [(comparison, bound)], met)
+    for group, title in GROUPS.items():
+        for key, case in default.get(group, {}).items():
+            targets = [(comparison, bound) for comparison, bound, label in targets_of(group, key) if not label]
+            met = all(meets(comparison, bound, case["ratio"]) for comparison, bound in targets)
+            rows.append((f"{title.split('.')[0]}. {case['description'][:48]}", case["ratio"], targets, met))
+    fig, ax = plt.subplots(figsize=(10, 0.26 * len(rows) + 1.2))
+    positions = range(len(rows))[::-1]
+    colors = ["#4c9a2a" if met else "#c0392b" for _, _, _, met in rows]
+    if any(not targets for _, _, targets, _ in rows):
+        colors = [c if targets else "#8c8c8c" for c, (_, _, targets, _) in zip(colors, rows)]
+    ax.barh(list(positions), [r for _, r, _, _ in rows], color=colors, height=0.6)
+    for y, (_, value, targets, _) in zip(positions, rows):
+        for comparison, bound in targets:
+            ax.plot([bound, bound], [y - 0.4, y + 0.4], color="black", linewidth=2)
+        ax.text(value, y, f" {value:.2f}x", va="center", fontsize=7)
+    ax.axvline(1.0, color="#555555", linewidth=0.8, linestyle=":")
+    ax.set_yticks(list(positions), [label for label, _, _, _ in rows], fontsize=7)
+    ax.set_xlabel("openreg / CPU (copies and all_reduce: bandwidth ratio); black tick: target; "
+                  "green met, red missed, grey no target", fontsize=8)
+    ax.set_xlim(0, max(max(r for _, r, _, _ in rows), 1.6) * 1.12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
 
 
 def main():
     parser = argparse.ArgumentParser(description="openreg against CPU eager: every case, every setting")
     parser.add_argument("--quick", action="store_true", help="few repetitions, smaller sizes (CI smoke run)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--plot", metavar="PNG", help="draw the ratios against their targets into this PNG "
+                        "(needs matplotlib)")
+    parser.add_argument("--from", dest="saved", metavar="JSON", help="no run: print the table (and --plot) of a "
+                        "report written by --json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child), args.quick)
+        return
+    if args.saved:
+        with open(args.saved) as f:
+            report = json.load(f)
+        print_table(report["results"], report["quick"])
+        if args.plot:
+            plot(report["results"][DEFAULT_SETTING], args.plot)
         return
 
     load_before = os.getloadavg()
@@ -489,6 +606,8 @@ def main():
                   "targets": TARGETS, "results": results}
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
+    if args.plot:
+        plot(results[DEFAULT_SETTING], args.plot)
 
 
 if __name__ == "__main__":

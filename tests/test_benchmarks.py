@@ -10,7 +10,7 @@ import pytest
 RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "run.py")
 
 CASES = {
-    "small": {"empty", "view", "as_strided", "add", "atan2", "add_", "item"},
+    "small": {"empty", "view", "as_strided", "add", "atan2", "add_", "add_out", "item"},
     "large": {"matmul", "conv2d", "sum"},
     "training": {"mlp", "cnn"},
     "churn": {"mixed"},
@@ -22,6 +22,7 @@ CASES = {
     "ddp": {"mlp"},
     "compiled": {"mlp", "cnn"},
     "compile_time": {"cold", "warm"},
+    "optimizer": {"sgd", "sgd_foreach", "adam", "adam_foreach"},
 }
 # Compilation is measured under the default setting only.
 DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
@@ -51,3 +52,28 @@ def test_quick_run_writes_every_case(tmp_path):
                 assert case["openreg_s"] > 0 and case["cpu_s"] > 0, (setting, group, name, case)
                 assert case["ratio"] > 0, (setting, group, name, case)
     assert report["machine"]["nproc"] >= 1
+
+
+def saved_report(small):
+    return {"quick": True, "results": {"protection_on": {"small": small}, "protection_off": {}, "copy_fallback": {}}}
+
+
+def test_saved_report_lists_misses_within_noise(tmp_path):
+    """`--from` reprints a saved report; a missed target that some repetition met is listed as noise, one that
+    no repetition met is not."""
+    def case(description, ratio, repetitions):
+        return {"description": description, "openreg_s": ratio * 1e-6, "cpu_s": 1e-6, "ratio": ratio,
+                "repetition_ratios": repetitions, "fallback_ops": {}}
+
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(saved_report({
+        "add": case("add (noisy miss)", 1.25, [1.25, 1.31, 1.15]),  # target 1.2x: one repetition met it
+        "atan2": case("atan2 (clear miss)", 2.0, [1.9, 2.0, 2.1]),  # target 1.5x: none did
+    })))
+    proc = subprocess.run([sys.executable, RUN, "--from", str(saved)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    table, _, noise = proc.stdout.partition("within noise")
+    assert "add (noisy miss)" in table and "atan2 (clear miss)" in table
+    assert table.count("missed") == 3  # the two rows and the heading of the noise list
+    assert "add (noisy miss)" in noise and "best repetition 1.15x" in noise
+    assert "atan2" not in noise

@@ -83,6 +83,10 @@ def call_overload(op):
     args = (x, x) if base in BINARY else (x,)
     if base == "sum":
         args = (x, [0])
+    if base in ("addcmul", "addcdiv"):
+        args = (x, x, x.abs() + 1)
+    if base == "lerp":
+        args = (x, x.neg(), 0.25 if overload.startswith("Scalar") else x.sigmoid())
     if overload.endswith("out"):
         return function(*args, out=torch.empty(0, dtype=torch.bool if base == "eq" else x.dtype, device=DEV))
     if name.endswith("_"):
@@ -178,6 +182,8 @@ STUB_OVERLOADS = [
     for overload in ["", "_"]
 ] + [f"aten::{name}{overload}.Tensor" for name in ["add", "sub", "mul", "div", "eq"] for overload in ["", "_"]] + [
     "aten::sum.dim_IntList"
+] + [f"aten::{name}{overload}" for name in ["addcmul", "addcdiv"] for overload in ["", "_", ".out"]] + [
+    f"aten::lerp{overload}" for overload in [".Scalar", "_.Scalar", ".Scalar_out", ".Tensor", "_.Tensor", ".Tensor_out"]
 ]
 
 
@@ -313,3 +319,65 @@ def test_extension_links_no_dispatch_stub_member():
     names = _dynamic_symbol_names(torch_openreg._C.__file__)
     assert b"_ZN2at6native" in names  # the parser found the imported ATen symbols
     assert b"DispatchStub" not in names
+
+
+# Optimizers' pointwise updates (Adam: lerp_, addcmul_, addcdiv_), registered so
+# that one call per parameter does not pay the boxed fallback.
+OPTIMIZER_OPS = {
+    "addcmul": lambda a, b, c, **kw: torch.addcmul(a, b, c, value=-0.3, **kw),
+    "addcdiv": lambda a, b, c, **kw: torch.addcdiv(a, b, c, value=0.7, **kw),
+    "lerp.Scalar": lambda a, b, c, **kw: torch.lerp(a, b, 0.25, **kw),
+    "lerp.Tensor": lambda a, b, c, **kw: torch.lerp(a, b, c.sigmoid(), **kw),
+}
+OPTIMIZER_IN_PLACE = {
+    "addcmul": lambda a, b, c: a.addcmul_(b, c, value=-0.3),
+    "addcdiv": lambda a, b, c: a.addcdiv_(b, c, value=0.7),
+    "lerp.Scalar": lambda a, b, c: a.lerp_(b, 0.25),
+    "lerp.Tensor": lambda a, b, c: a.lerp_(b, c.sigmoid()),
+}
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(OPTIMIZER_OPS))
+def test_optimizer_pointwise_ops_equal_cpu(name, dtype):
+    """Functional, in-place and out=, on the direct path (one dtype), with a broadcast operand, and on the host
+    path (a float64 operand, mixed into the common dtype); errors (integer addcdiv, lerp of integers) as the
+    CPU raises them."""
+    a = make_cpu((4, 5), dtype, seed=1)
+    b = make_cpu((4, 5), dtype, seed=2)
+    c = make_cpu((5,), dtype, seed=3)
+    if dtype.is_floating_point or dtype.is_complex:
+        c = c.abs() + 1  # addcdiv's divisor
+    for operands in [(a, b, c), (a, make_cpu((4, 5), torch.float64, seed=4), c)]:
+        device_operands = [t.to(DEV) for t in operands]
+        check_against_cpu(OPTIMIZER_OPS[name], list(operands))
+        expected = cpu_result(lambda: OPTIMIZER_IN_PLACE[name](*[t.clone() for t in operands]))
+        x = device_operands[0].clone()
+        if isinstance(expected, type):
+            with pytest.raises(expected):
+                OPTIMIZER_IN_PLACE[name](x, *device_operands[1:])
+            continue
+        assert OPTIMIZER_IN_PLACE[name](x, *device_operands[1:]) is x
+        assert_same(x, expected)
+        expected = OPTIMIZER_OPS[name](*operands)
+        out = torch.empty(0, dtype=expected.dtype, device=DEV)
+        assert OPTIMIZER_OPS[name](*device_operands, out=out) is out
+        assert_same(out, expected)
+
+
+def test_adam_step_takes_no_fallback_and_equals_cpu():
+    """One Adam step per implementation (for-loop and foreach) over small parameters, as in benchmarks/run.py's
+    optimizer group: the same parameters as on the CPU, bit for bit, without the fallback."""
+    for foreach in (False, True):
+        params = {device: [torch.nn.Parameter(make_cpu((16,), seed=i).to(device)) for i in range(3)]
+                  for device in ("cpu", DEV)}
+        for device, group in params.items():
+            for i, param in enumerate(group):
+                param.grad = make_cpu((16,), seed=10 + i).to(device)
+        optimizers = {device: torch.optim.Adam(group, lr=0.01, foreach=foreach) for device, group in params.items()}
+        optimizers["cpu"].step()
+        torch.openreg.reset_fallback_stats()
+        optimizers[DEV].step()
+        assert torch.openreg.fallback_stats() == {}, foreach
+        for param, expected in zip(params[DEV], params["cpu"]):
+            assert_same(param.detach(), expected.detach())

@@ -25,10 +25,13 @@
 // with its own.
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/addcdiv_native.h>
+#include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/cos_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/eq_native.h>
 #include <ATen/ops/exp_native.h>
+#include <ATen/ops/lerp_native.h>
 #include <ATen/ops/log_native.h>
 #include <ATen/ops/mul_native.h>
 #include <ATen/ops/neg_native.h>
@@ -132,6 +135,14 @@ OPENREG_STUB_OPERATOR(sub, structured_sub_out, true, "aten::sub.Tensor", "aten::
 OPENREG_STUB_OPERATOR(mul, structured_mul_out, true, "aten::mul.Tensor", "aten::mul_.Tensor", "aten::mul.out")
 OPENREG_STUB_OPERATOR(div, structured_div_out, true, "aten::div.Tensor", "aten::div_.Tensor", "aten::div.out")
 OPENREG_STUB_OPERATOR(eq, structured_eq_Tensor_out, false, "aten::eq.Tensor", "aten::eq_.Tensor", "aten::eq.Tensor_out")
+// The pointwise updates of optimizers (Adam's moments and step): one call per
+// parameter per step, where the boxed fallback's fixed cost dominated.
+OPENREG_STUB_OPERATOR(addcmul, structured_addcmul_out, true, "aten::addcmul", "aten::addcmul_", "aten::addcmul.out")
+OPENREG_STUB_OPERATOR(addcdiv, structured_addcdiv_out, true, "aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out")
+OPENREG_STUB_OPERATOR(lerp_scalar, structured_lerp_Scalar, true, "aten::lerp.Scalar", "aten::lerp_.Scalar",
+                      "aten::lerp.Scalar_out")
+OPENREG_STUB_OPERATOR(lerp_tensor, structured_lerp_Tensor, true, "aten::lerp.Tensor", "aten::lerp_.Tensor",
+                      "aten::lerp.Tensor_out")
 #undef OPENREG_UNARY_OPERATOR
 #undef OPENREG_STUB_OPERATOR
 
@@ -151,6 +162,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   Overloads<mul_op>::register_to(m);
   Overloads<div_op>::register_to(m);
   Overloads<eq_op>::register_to(m);
+  Overloads<addcmul_op>::register_to(m);
+  Overloads<addcdiv_op>::register_to(m);
+  Overloads<lerp_scalar_op>::register_to(m);
+  Overloads<lerp_tensor_op>::register_to(m);
 }
 
 } // namespace at::openreg
