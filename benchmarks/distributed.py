@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-import run  # benchmarks/run.py, beside this script: the timing loop and the MLP
+import cases  # benchmarks/cases.py, beside this script: the MLP and its training step
+import run  # benchmarks/run.py, beside this script: the timing loop
 
 WORLD = 2
 TIMEOUT_S = 900
@@ -39,9 +40,9 @@ def timed_cases(torch, quick):
 
     def ddp_step(device):
         torch.manual_seed(0)  # same weights and batches on both devices
-        model = run.mlp(torch.nn).to(device)
+        model = cases.mlp(torch.nn).to(device)
         ddp = DDP(model, device_ids=None if device == "cpu" else [torch.openreg.current_device()])
-        return run.training_step(torch, ddp, torch.randn(128, 784).to(device), torch.randint(0, 10, (128,)).to(device))
+        return cases.training_step(torch, ddp, torch.randn(128, 784).to(device), torch.randint(0, 10, (128,)).to(device))
 
     return {
         "all_reduce": {"float32": (f"all_reduce {nbytes >> 20} MiB float32, {WORLD} ranks",
