@@ -24,6 +24,28 @@ TensorList flattened(const TensorLists& lists) {
   return all;
 }
 
+// gloo has no coalesced form of allgather_into_tensor and reduce_scatter_tensor:
+// one gloo collective per (output, input) pair, issued in order, completing as
+// one work.
+template <typename Options>
+c10::intrusive_ptr<Work> launch_pairwise(
+    CollectiveCall& call,
+    TensorList& outputs,
+    TensorList& inputs,
+    const Options& opts,
+    c10::intrusive_ptr<Work> (Backend::*collective)(at::Tensor&, at::Tensor&, const Options&)) {
+  return call.launch(
+      opts.asyncOp,
+      outputs,
+      [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts, collective](Backend& gloo) mutable {
+        Works works;
+        for (size_t i = 0; i < host_outputs.size(); ++i) {
+          works.push_back((gloo.*collective)(host_outputs[i], host_inputs[i], opts));
+        }
+        return works;
+      });
+}
+
 } // namespace
 
 ProcessGroupOpenReg::ProcessGroupOpenReg(
@@ -129,8 +151,6 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_coalesced(
       });
 }
 
-// gloo has no coalesced form of these two: one gloo collective per pair,
-// issued in order, completing as one work.
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_into_tensor_coalesced(
     TensorList& outputs,
     TensorList& inputs,
@@ -140,16 +160,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_into_tensor_coalesced(
       " outputs for ", inputs.size(), " inputs");
   CollectiveCall call(*this, "allgather_into_tensor_coalesced", OpType::COALESCED);
   call.same(inputs).same(outputs);
-  return call.launch(
-      opts.asyncOp,
-      outputs,
-      [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts](Backend& gloo) mutable {
-        Works works;
-        for (size_t i = 0; i < host_outputs.size(); ++i) {
-          works.push_back(gloo._allgather_base(host_outputs[i], host_inputs[i], opts));
-        }
-        return works;
-      });
+  return launch_pairwise(call, outputs, inputs, opts, &Backend::_allgather_base);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(
@@ -161,16 +172,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce_scatter_tensor_coalesced(
       " outputs for ", inputs.size(), " inputs");
   CollectiveCall call(*this, "reduce_scatter_tensor_coalesced", OpType::REDUCE_SCATTER_TENSOR_COALESCED);
   call.option("reduce_op", reduction(opts.reduceOp)).same(inputs).same(outputs);
-  return call.launch(
-      opts.asyncOp,
-      outputs,
-      [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts](Backend& gloo) mutable {
-        Works works;
-        for (size_t i = 0; i < host_outputs.size(); ++i) {
-          works.push_back(gloo._reduce_scatter_base(host_outputs[i], host_inputs[i], opts));
-        }
-        return works;
-      });
+  return launch_pairwise(call, outputs, inputs, opts, &Backend::_reduce_scatter_base);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::gather(
