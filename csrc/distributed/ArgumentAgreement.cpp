@@ -12,9 +12,11 @@ namespace c10d::openreg {
 
 namespace {
 
-// Words exchanged per rank: fingerprint, signature length, and as much of the
-// signature as fits (for the error message).
+// Words exchanged per rank: fingerprint, signature length, whether gloo
+// refused the call on that rank, and as much of the signature as fits (for
+// the error message). The first kCompared words must be equal on every rank.
 constexpr int64_t kRecord = 32;
+constexpr int64_t kCompared = 3;
 // Signature tensor entries: a marker, the dtype, and for tensors whose shape
 // must agree, the dimension count and sizes.
 constexpr int64_t kSameShape = -1;
@@ -55,30 +57,50 @@ void CallSignature::same_dtype(const at::Tensor& tensor) {
 }
 
 void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const {
+  PendingAgreement pending = start_agreement(gloo);
+  finish_agreement(pending, gloo, peers, device);
+}
+
+PendingAgreement CallSignature::start_agreement(Backend& gloo, bool refused) const {
   const int size = gloo.getSize();
   if (size == 1) {
-    return;
+    return {};
   }
   at::Tensor mine = at::zeros({kRecord}, at::kLong);
   int64_t* record = mine.data_ptr<int64_t>();
   record[0] = fingerprint(words_);
   record[1] = static_cast<int64_t>(words_.size());
-  std::copy_n(words_.begin(), std::min<size_t>(words_.size(), kRecord - 2), record + 2);
+  record[2] = refused ? 1 : 0;
+  std::copy_n(words_.begin(), std::min<size_t>(words_.size(), kRecord - kCompared), record + kCompared);
   at::Tensor all = at::empty({size * kRecord}, at::kLong);
+  return {gloo._allgather_base(all, mine, AllgatherOptions()), all};
+}
+
+void CallSignature::finish_agreement(
+    PendingAgreement& pending,
+    Backend& gloo,
+    const PeerProcesses& peers,
+    c10::Device device) const {
+  if (!pending.exchange) {
+    return; // one rank: nothing to agree on
+  }
   try {
-    gloo._allgather_base(all, mine, AllgatherOptions())->wait();
+    pending.exchange->wait();
   } catch (...) {
     rethrow_with(peers.failure(op_, gloo.getRank(), device));
   }
-  const int64_t* records = all.const_data_ptr<int64_t>();
+  const int size = gloo.getSize();
+  const int64_t* records = pending.records.const_data_ptr<int64_t>();
   bool agreed = true;
   for (int r = 0; r < size; ++r) {
-    agreed = agreed && std::equal(records, records + 2, records + r * kRecord);
+    agreed = agreed && std::equal(records, records + kCompared, records + r * kRecord);
   }
   if (!agreed) {
     std::string ranks;
     for (int r = 0; r < size; ++r) {
-      ranks += c10::str(r == 0 ? "" : ", ", "rank ", r, ": ", describe(records + r * kRecord));
+      const int64_t* record = records + r * kRecord;
+      ranks += c10::str(
+          r == 0 ? "" : ", ", "rank ", r, ": ", describe(record), record[2] ? " (refused by gloo on that rank)" : "");
     }
     TORCH_CHECK_VALUE(
         false, ProcessGroupOpenReg::kName, " ", op_, " on rank ", gloo.getRank(),
@@ -90,8 +112,8 @@ void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device
 
 std::string CallSignature::describe(const int64_t* record) const {
   const int64_t length = record[1];
-  const int64_t known = std::min<int64_t>(length, kRecord - 2);
-  const int64_t* words = record + 2;
+  const int64_t known = std::min<int64_t>(length, kRecord - kCompared);
+  const int64_t* words = record + kCompared;
   std::ostringstream text;
   text << opTypeToString(static_cast<OpType>(words[0])) << "(";
   // Options are named for records of this rank's operation.

@@ -10,6 +10,7 @@
 #include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
 #include "distributed/ArgumentAgreement.h"
+#include "distributed/CallPrediction.h"
 #include "distributed/CollectiveLauncher.h"
 #include "distributed/OpenRegWork.h"
 #include "distributed/ProcessGroupOpenReg.h"
@@ -17,7 +18,8 @@
 // One call of an orccl operation, from the arguments to its Work: checks that
 // every tensor is on one openreg device, describes the arguments for the
 // ranks' agreement, turns the tensors into host views, and launches gloo's
-// operation on them once the ranks agree.
+// operation on them once the ranks agree (or beside the agreement, on a
+// prediction: CallPrediction.h).
 namespace c10d::openreg {
 
 class CollectiveCall {
@@ -107,16 +109,66 @@ class CollectiveCall {
   // caller through the Work.
   template <typename Issue>
   c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
+    return launch(async_op, std::move(outputs), std::move(issue), CallPrediction::Issue());
+  }
+
+  // launch() for a call all of whose tensors the signature describes in full
+  // (same()), so that it can be predicted and replayed on scratch tensors:
+  // `issue_on(gloo, tensors)` issues it on the host views of `operands`, or
+  // on zeroed CPU tensors of their dtypes and shapes.
+  template <typename IssueOn>
+  c10::intrusive_ptr<Work> launch_predictable(
+      bool async_op,
+      TensorList outputs,
+      const TensorList& operands,
+      IssueOn issue_on) {
+    std::vector<std::pair<std::vector<int64_t>, at::ScalarType>> shapes;
+    for (const auto& tensor : operands) {
+      shapes.emplace_back(tensor.sizes().vec(), tensor.scalar_type());
+    }
+    CallPrediction::Issue replay = [issue_on, shapes = std::move(shapes)](Backend& gloo) {
+      TensorList scratch;
+      for (const auto& [sizes, dtype] : shapes) {
+        scratch.push_back(at::zeros(sizes, at::TensorOptions(dtype)));
+      }
+      return as_works(issue_on(gloo, scratch));
+    };
+    return launch(
+        async_op,
+        std::move(outputs),
+        [issue_on, hosts = view(operands)](Backend& gloo) mutable { return issue_on(gloo, hosts); },
+        std::move(replay));
+  }
+
+  // A point-to-point operation, issued directly: it involves two ranks, so
+  // there is nothing to agree on with the group, and gloo matches it by its
+  // tag, not by its order among the collectives.
+  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
+    auto work = make_work(std::move(outputs));
+    work->launched(as_works(std::move(gloo_work)));
+    return work;
+  }
+
+ private:
+  template <typename Issue>
+  c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue, CallPrediction::Issue replay) {
     auto work = make_work(std::move(outputs));
     auto launch = [work,
                    signature = std::move(signature_),
                    issue = std::move(issue),
+                   replay = std::move(replay),
                    gloo = pg_.gloo_,
                    peers = pg_.peers_,
+                   prediction = pg_.prediction_,
                    device = check_.device()]() mutable {
       try {
-        signature.agree(*gloo, *peers, device);
-        work->launched(as_works(issue(*gloo)));
+        work->launched(prediction->agree_and_issue(
+            signature,
+            *gloo,
+            *peers,
+            device,
+            [&issue](Backend& gloo) { return as_works(issue(gloo)); },
+            std::move(replay)));
       } catch (...) {
         work->failed(std::current_exception());
       }
@@ -134,16 +186,6 @@ class CollectiveCall {
     return work;
   }
 
-  // A point-to-point operation, issued directly: it involves two ranks, so
-  // there is nothing to agree on with the group, and gloo matches it by its
-  // tag, not by its order among the collectives.
-  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
-    auto work = make_work(std::move(outputs));
-    work->launched(as_works(std::move(gloo_work)));
-    return work;
-  }
-
- private:
   static Works as_works(c10::intrusive_ptr<Work> work) {
     return {std::move(work)};
   }

@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "distributed/CallPrediction.h"
 #include "distributed/CollectiveCall.h"
 #include "distributed/CollectiveFailure.h"
 #include "distributed/CollectiveLauncher.h"
@@ -61,6 +62,7 @@ ProcessGroupOpenReg::ProcessGroupOpenReg(
       kName, ": the gloo backend is rank ", gloo_->getRank(), " of ", gloo_->getSize(), ", not rank ", rank, " of ",
       size);
   peers_ = std::make_shared<const PeerProcesses>(store, rank, size);
+  prediction_ = std::make_shared<CallPrediction>();
   launcher_ = std::make_unique<CollectiveLauncher>();
   init();
 }
@@ -78,7 +80,7 @@ int64_t reduction(const ReduceOp& op) {
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, const BroadcastOptions& opts) {
   CollectiveCall call(*this, "broadcast", OpType::BROADCAST);
   call.option("root", opts.rootRank).same(tensors);
-  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
+  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
     return gloo.broadcast(hosts, opts);
   });
 }
@@ -86,7 +88,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, con
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, const AllreduceOptions& opts) {
   CollectiveCall call(*this, "allreduce", OpType::ALLREDUCE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
+  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
     return gloo.allreduce(hosts, opts);
   });
 }
@@ -96,7 +98,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
     const AllreduceCoalescedOptions& opts) {
   CollectiveCall call(*this, "allreduce_coalesced", OpType::ALLREDUCE_COALESCED);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
+  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
     return gloo.allreduce_coalesced(hosts, opts);
   });
 }
@@ -104,7 +106,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce(TensorList& tensors, const ReduceOptions& opts) {
   CollectiveCall call(*this, "reduce", OpType::REDUCE);
   call.option("root", opts.rootRank).option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
+  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
     return gloo.reduce(hosts, opts);
   });
 }
@@ -129,12 +131,9 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_allgather_base(
     const AllgatherOptions& opts) {
   CollectiveCall call(*this, "allgather_into_tensor", OpType::_ALLGATHER_BASE);
   call.same(input).same(output);
-  return call.launch(
-      opts.asyncOp,
-      {output},
-      [host_output = call.view(output), host_input = call.view(input), opts](Backend& gloo) mutable {
-        return gloo._allgather_base(host_output, host_input, opts);
-      });
+  return call.launch_predictable(opts.asyncOp, {output}, {output, input}, [opts](Backend& gloo, TensorList& hosts) {
+    return gloo._allgather_base(hosts[0], hosts[1], opts);
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_coalesced(
@@ -225,12 +224,9 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_reduce_scatter_base(
     const ReduceScatterOptions& opts) {
   CollectiveCall call(*this, "reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(output).same(input);
-  return call.launch(
-      opts.asyncOp,
-      {output},
-      [host_output = call.view(output), host_input = call.view(input), opts](Backend& gloo) mutable {
-        return gloo._reduce_scatter_base(host_output, host_input, opts);
-      });
+  return call.launch_predictable(opts.asyncOp, {output}, {output, input}, [opts](Backend& gloo, TensorList& hosts) {
+    return gloo._reduce_scatter_base(hosts[0], hosts[1], opts);
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall_base(
