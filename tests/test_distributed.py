@@ -128,6 +128,26 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
         assert r.result("after_errors") == [3.0] * 3
 
 
+def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
+    ranks = run_ranks(WORKERS / "faults.py", 2, args=("predicted",))
+    for r in ranks:
+        cases = {result["case"]: result for result in r.results}
+        for case in ("repeated", "all ranks differ from the prediction", "prediction after the change",
+                     "after the errors", "after the refusals", "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
+            assert cases[case]["equal"] is True, (r.rank, case)
+        for case, shown in (("predicted numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("predicted dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
+                            ("predicted async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("predicted async numel future", "Float[1004])")):
+            assert cases[case]["error"] == "ValueError", (r.rank, case, cases[case])
+            assert f"on rank {r.rank}: the ranks passed different arguments" in cases[case]["message"], case
+            assert shown in cases[case]["message"], (case, cases[case]["message"])
+        for i in range(3):
+            refusal = cases[f"repeated refusal {i}"]
+            assert refusal["error"] == "RuntimeError", refusal
+            assert "ProcessGroupGloo::allgather: invalid tensor size" in refusal["message"], refusal
+
+
 def test_a_killed_rank_makes_the_others_fail_naming_it():
     ranks = run_ranks(WORKERS / "faults.py", 3, args=("killed",), expect_killed=(1,))
     assert ranks[1].returncode == 17 and not ranks[1].results

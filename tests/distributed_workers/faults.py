@@ -1,7 +1,9 @@
 """Faults, each of which must raise a clear error on the ranks involved, never crash or hang.
 
 ``mismatch`` (2 ranks): arguments that differ across ranks, synchronously and asynchronously, and tensors
-on the wrong device; after each error the group still works. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
+on the wrong device; after each error the group still works. ``predicted`` (2 ranks): the same for calls issued
+on a prediction from the agreed history (a collective repeated a few times), whose results must still equal
+the CPU's. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
 fail within the group's timeout with an error naming rank 1.
 """
 import datetime
@@ -73,11 +75,71 @@ def mismatch():
     dist.destroy_process_group()
 
 
+def predicted():
+    """Repeated collectives are issued beside their agreement; a rank that breaks the pattern must still get
+    the right result (every rank breaks it alike) or a ValueError on every rank (it alone does)."""
+    dist.init_process_group("orccl")
+    world = dist.get_world_size()
+
+    def repeated_all_reduce(numel, times=3, dtype=torch.float32, async_op=False):
+        """all_reduce of rank-dependent values, `times` times; each result against the CPU's arithmetic."""
+        ok = True
+        for i in range(times):
+            cpu = torch.arange(numel, dtype=dtype) + RANK + i
+            t = cpu.to(DEV)
+            work = dist.all_reduce(t, async_op=async_op)
+            if async_op:
+                work.wait()
+            expected = sum(torch.arange(numel, dtype=dtype) + r + i for r in range(world))
+            ok = ok and torch.equal(t.cpu(), expected)
+        return ok
+
+    report(case="repeated", equal=repeated_all_reduce(5) and repeated_all_reduce(5, async_op=True))
+    # Every rank breaks the prediction alike: the call is issued after its agreement, correctly.
+    report(case="all ranks differ from the prediction", equal=repeated_all_reduce(7, times=1))
+    report(case="prediction after the change", equal=repeated_all_reduce(7) and repeated_all_reduce(5))
+    # One rank breaks it: an element count, a dtype of the same width (same bytes: gloo would not notice),
+    # asynchronously; each raises on every rank, and the group stays usable.
+    repeated_all_reduce(4)
+    expect_error("predicted numel", lambda: dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV)))
+    repeated_all_reduce(4)
+    expect_error("predicted dtype", lambda: dist.all_reduce(
+        torch.ones(4, device=DEV, dtype=(torch.float32, torch.int32)[RANK])))
+    repeated_all_reduce(4)
+    work = dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV), async_op=True)
+    future = work.get_future()
+    expect_error("predicted async numel", work.wait)
+    expect_error("predicted async numel future", future.wait)
+    report(case="after the errors", equal=repeated_all_reduce(4))
+    # A call gloo refuses (an output of the wrong size), repeated so that it is predicted: gloo's error each
+    # time, on every rank.
+    for i in range(3):
+        expect_error(f"repeated refusal {i}", lambda: dist.all_gather_into_tensor(
+            torch.empty(3, device=DEV), torch.ones(2, device=DEV)))
+    report(case="after the refusals", equal=repeated_all_reduce(4))
+    # The other predicted collectives, against the CPU's arithmetic.
+    ok = True
+    for i in range(3):
+        src = torch.arange(6.0) * (i + 1)
+        t = (src if RANK == 1 else torch.zeros(6)).to(DEV)
+        dist.broadcast(t, src=1)
+        ok = ok and torch.equal(t.cpu(), src)
+        gathered = torch.empty(2 * world, device=DEV)
+        dist.all_gather_into_tensor(gathered, torch.tensor([RANK, i], dtype=torch.float32, device=DEV))
+        ok = ok and torch.equal(gathered.cpu(), torch.tensor([[r, i] for r in range(world)], dtype=torch.float32).flatten())
+        out = torch.empty(3, device=DEV)
+        dist.reduce_scatter_tensor(out, (torch.arange(3.0 * world) + RANK + i).to(DEV))
+        ok = ok and torch.equal(out.cpu(), sum(torch.arange(3.0 * world) + r + i for r in range(world))[3 * RANK:3 * RANK + 3])
+    report(case="broadcast, all_gather_into_tensor, reduce_scatter_tensor", equal=ok)
+    dist.destroy_process_group()
+
+
 def killed():
     timeout = datetime.timedelta(seconds=30)
     dist.init_process_group("orccl", timeout=timeout)
     t = torch.ones(1000, device=DEV)
-    dist.all_reduce(t)
+    for _ in range(3):  # the calls after the kill are issued on a prediction (docs/distributed.md)
+        dist.all_reduce(t)
     if RANK == 1:
         os._exit(17)
     start = time.monotonic()
@@ -91,4 +153,4 @@ def killed():
     os._exit(0)  # the group is broken: skip its teardown
 
 
-{"mismatch": mismatch, "killed": killed}[sys.argv[1]]()
+{"mismatch": mismatch, "predicted": predicted, "killed": killed}[sys.argv[1]]()
