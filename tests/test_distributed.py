@@ -133,7 +133,8 @@ def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
     for r in ranks:
         cases = {result["case"]: result for result in r.results}
         for case in ("repeated", "all ranks differ from the prediction", "prediction after the change",
-                     "after the errors", "after the refusals", "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
+                     "after the errors", "after the refusals",
+                     "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
             assert cases[case]["equal"] is True, (r.rank, case)
         for case, shown in (("predicted numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
                             ("predicted dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),

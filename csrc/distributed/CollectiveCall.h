@@ -109,7 +109,7 @@ class CollectiveCall {
   // caller through the Work.
   template <typename Issue>
   c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
-    return launch(async_op, std::move(outputs), std::move(issue), CallPrediction::Issue());
+    return launch_replayable(async_op, std::move(outputs), std::move(issue), CallPrediction::Issue());
   }
 
   // launch() for a call all of whose tensors the signature describes in full
@@ -133,7 +133,7 @@ class CollectiveCall {
       }
       return as_works(issue_on(gloo, scratch));
     };
-    return launch(
+    return launch_replayable(
         async_op,
         std::move(outputs),
         [issue_on, hosts = view(operands)](Backend& gloo) mutable { return issue_on(gloo, hosts); },
@@ -150,8 +150,13 @@ class CollectiveCall {
   }
 
  private:
+  // launch(), with the call's replay on scratch tensors (empty: none).
   template <typename Issue>
-  c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue, CallPrediction::Issue replay) {
+  c10::intrusive_ptr<Work> launch_replayable(
+      bool async_op,
+      TensorList outputs,
+      Issue issue,
+      CallPrediction::Issue replay) {
     auto work = make_work(std::move(outputs));
     auto launch = [work,
                    signature = std::move(signature_),

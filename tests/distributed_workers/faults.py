@@ -126,10 +126,12 @@ def predicted():
         ok = ok and torch.equal(t.cpu(), src)
         gathered = torch.empty(2 * world, device=DEV)
         dist.all_gather_into_tensor(gathered, torch.tensor([RANK, i], dtype=torch.float32, device=DEV))
-        ok = ok and torch.equal(gathered.cpu(), torch.tensor([[r, i] for r in range(world)], dtype=torch.float32).flatten())
+        expected = torch.tensor([[r, i] for r in range(world)], dtype=torch.float32).flatten()
+        ok = ok and torch.equal(gathered.cpu(), expected)
         out = torch.empty(3, device=DEV)
         dist.reduce_scatter_tensor(out, (torch.arange(3.0 * world) + RANK + i).to(DEV))
-        ok = ok and torch.equal(out.cpu(), sum(torch.arange(3.0 * world) + r + i for r in range(world))[3 * RANK:3 * RANK + 3])
+        expected = sum(torch.arange(3.0 * world) + r + i for r in range(world))[3 * RANK:3 * RANK + 3]
+        ok = ok and torch.equal(out.cpu(), expected)
     report(case="broadcast, all_gather_into_tensor, reduce_scatter_tensor", equal=ok)
     dist.destroy_process_group()
 
