@@ -7,6 +7,7 @@
 #include "runtime/OpenRegDeviceAllocator.h"
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -132,12 +133,17 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   DeviceCache& cache(DeviceIndex device) {
-    check_device_index(device);
-    std::call_once(caches_once_, [this] {
-      for (DeviceIndex i = 0; i < device_count(); ++i) {
-        caches_.push_back(std::make_unique<DeviceCache>(i));
-      }
-    });
+    // Every allocation and free comes here: once the caches exist, an index
+    // below their count needs no further validation.
+    if (C10_UNLIKELY(device < 0 || device >= cache_count_.load(std::memory_order_acquire))) {
+      check_device_index(device);
+      std::call_once(caches_once_, [this] {
+        for (DeviceIndex i = 0; i < device_count(); ++i) {
+          caches_.push_back(std::make_unique<DeviceCache>(i));
+        }
+        cache_count_.store(static_cast<DeviceIndex>(caches_.size()), std::memory_order_release);
+      });
+    }
     return *caches_[device];
   }
 
@@ -183,6 +189,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   std::once_flag caches_once_;
   std::vector<std::unique_ptr<DeviceCache>> caches_;
+  std::atomic<DeviceIndex> cache_count_{0};  // caches_.size() once filled
   std::array<Shard, kShards> shards_;
 };
 

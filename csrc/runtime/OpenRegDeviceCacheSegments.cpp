@@ -22,6 +22,7 @@ using c10::CachingAllocator::AcceleratorAllocatorConfig;
 void DeviceCache::empty_cache(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   synchronize_pending();
+  settle_bins();
   if (id == c10::MempoolId_t{0, 0}) {
     release_cached(small_);
     release_cached(large_);
@@ -64,6 +65,7 @@ Block* DeviceCache::new_segment(
     // Return what the cache holds and try once more, as CUDA does.
     stats_.num_alloc_retries += 1;
     synchronize_pending();
+    settle_bins();
     release_cached(small_);
     release_cached(large_);
     bytes = segment_size(size);
@@ -129,6 +131,7 @@ void DeviceCache::collect_garbage() {
   if (reserved() <= target) {
     return;
   }
+  settle_bins();
   std::vector<Block*> segments;
   for (BlockPool* pool : {&small_, &large_}) {
     for (Block* block : pool->blocks) {

@@ -33,6 +33,7 @@ void DeviceCache::record_history(const HistoryOptions& options) {
 
 std::vector<TraceEntry> DeviceCache::snapshot(std::vector<SegmentInfo>& segments) {
   std::lock_guard<std::mutex> lock(mutex_);
+  settle_bins();  // binned blocks show as the merged, inactive blocks they are
   size_t active_bytes = 0;
   for (const auto& [base, head] : segments_) {
     SegmentInfo& segment = segments.emplace_back();
