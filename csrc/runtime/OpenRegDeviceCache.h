@@ -13,6 +13,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 
+#include "runtime/OpenRegAllocatorMutex.h"
 #include "runtime/OpenRegBlockPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
 #include "runtime/OpenRegSizeBins.h"
@@ -140,7 +141,7 @@ class __attribute__((visibility("hidden"))) DeviceCache {
 
   inline static std::atomic<bool> caching_enabled_{true};
 
-  mutable std::mutex mutex_;
+  mutable AllocatorMutex mutex_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
   const c10::DeviceIndex device_;
   BlockPool small_{true};
