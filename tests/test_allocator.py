@@ -1010,7 +1010,7 @@ import torch
 KiB, MiB = 1 << 10, 1 << 20
 stats = torch.openreg.memory_stats
 keep = torch.empty(40 * MiB, dtype=torch.uint8, device="openreg:0")
-small = [torch.empty(64 * KiB, dtype=torch.uint8, device="openreg:0") for _ in range(256)]  # 8 segments
+small = [torch.empty(16 * KiB, dtype=torch.uint8, device="openreg:0") for _ in range(1024)]  # 8 segments
 before = stats(0)
 del small  # binned, 16 MiB held by segments nothing uses
 big = torch.empty(20 * MiB, dtype=torch.uint8, device="openreg:0")  # fits once they are returned

@@ -37,11 +37,17 @@ class SizeBins {
   static constexpr size_t kCapacity = 16 << 20;
 
   // Takes a freed block of the default small pool, unless the bins are full.
-  bool push(Block* block) {
+  // Called from deleters: never throws (false when a new stream's bins
+  // cannot be allocated).
+  bool push(Block* block) noexcept {
     if (block->size > kMaxSize || block->size % kMinBlockSize != 0 || bytes_ + block->size > kCapacity) {
       return false;
     }
-    Block*& head = bins_of(block->stream)[index(block->size)];
+    std::array<Block*, kBins>* bins = bins_of(block->stream);
+    if (bins == nullptr) {
+      return false;
+    }
+    Block*& head = (*bins)[index(block->size)];
     block->next_binned = head;
     head = block;
     bytes_ += block->size;
@@ -105,13 +111,17 @@ class SizeBins {
     std::array<Block*, kBins> heads{};
   };
 
-  std::array<Block*, kBins>& bins_of(c10::Stream stream) {
+  std::array<Block*, kBins>* bins_of(c10::Stream stream) noexcept {
     for (StreamBins& bins : streams_) {
       if (bins.stream == stream) {
-        return bins.heads;
+        return &bins.heads;
       }
     }
-    return streams_.emplace_back(stream).heads;
+    try {
+      return &streams_.emplace_back(stream).heads;
+    } catch (...) {
+      return nullptr;
+    }
   }
 
   // A program uses few streams: a linear search finds the default first.
