@@ -796,3 +796,235 @@ def test_alloc_conf_invalid_value_is_an_error():
                       PYTORCH_ALLOC_CONF="garbage_collection_threshold:1.5")
     assert proc.returncode != 0
     assert "garbage_collect_threshold is invalid" in proc.stderr
+
+
+# --------------------------------------------------------------------------
+# the fast path: freed small blocks wait unmerged in exact-size bins
+# (OpenRegSizeBins.h); every observable behaviour stays CUDA's
+# --------------------------------------------------------------------------
+
+_FAST_PATH = r"""
+import gc, json, threading
+import torch
+
+KiB, MiB = 1 << 10, 1 << 20
+stats = torch.openreg.memory_stats
+out = {}
+
+def empty(nbytes, device="openreg:0"):
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+def pattern(nbytes, seed):
+    return torch.arange(seed, seed + nbytes, dtype=torch.int64).remainder(251).to(torch.uint8)
+
+# allocated on one thread, freed on another, reused by a third with its values intact
+made = []
+maker = threading.Thread(target=lambda: made.extend(pattern(4000, i).to("openreg:0") for i in range(6)))
+maker.start(); maker.join()
+addresses = {t.data_ptr() for t in made}
+freer = threading.Thread(target=made.clear)
+freer.start(); freer.join()
+after_free = stats(0)
+again = [pattern(4000, 100 + i).to("openreg:0") for i in range(6)]
+out["cross_thread"] = {
+    "allocated_after_free": after_free["allocated_bytes.all.current"],
+    "active_after_free": after_free["active.all.current"],
+    "reused": sorted(t.data_ptr() for t in again) == sorted(addresses),
+    "values": all(torch.equal(t.cpu(), pattern(4000, 100 + i)) for i, t in enumerate(again)),
+}
+del again
+
+# a block freed on a side stream serves only that stream
+side = torch.openreg.Stream()
+with torch.openreg.stream(side):
+    x = empty(8 * KiB)
+side_ptr = x.data_ptr()
+del x
+on_default = empty(8 * KiB)
+with torch.openreg.stream(side):
+    on_side = empty(8 * KiB)
+out["cross_stream"] = {"default_got_side_block": on_default.data_ptr() == side_ptr,
+                       "side_got_its_block": on_side.data_ptr() == side_ptr}
+del on_default, on_side
+
+# a block recorded on a busy stream is not handed out again until it passes
+host = torch.ones(16 << 20).pin_memory()
+busy_buffer = torch.empty(16 << 20, device="openreg:0")
+busy = torch.openreg.Stream()
+copies, out["record_stream"] = 4, None
+for _ in range(6):
+    x = empty(8 * KiB)
+    ptr = x.data_ptr()
+    with torch.openreg.stream(busy):
+        for _ in range(copies):
+            busy_buffer.copy_(host, non_blocking=True)
+    x.record_stream(busy)
+    del x
+    y = empty(8 * KiB)
+    if not busy.query():  # still busy after the allocation
+        out["record_stream"] = {"reused_while_busy": y.data_ptr() == ptr}
+        break
+    busy.synchronize()
+    del y
+    copies *= 2
+busy.synchronize()
+del y, host, busy_buffer
+
+# churn on four threads over both devices: every count and byte accounted for
+gc.collect()
+torch.openreg.synchronize(0); torch.openreg.synchronize(1)
+torch.openreg.empty_cache()
+before = [stats(d) for d in (0, 1)]
+SIZES = [16, 512, 513, 4000, 8192, 65536, 65537, 300_000]
+handoff, lock, requested = [], threading.Lock(), [0, 0]
+
+def churn(tid):
+    ring = [None] * 8
+    for i in range(3000):
+        device, nbytes = (i + tid) % 2, SIZES[(i * 5 + tid) % len(SIZES)]
+        ring[i % 8] = empty(nbytes, f"openreg:{device}")
+        with lock:
+            requested[device] += nbytes
+            if i % 7 == 0:  # some are freed by another thread
+                handoff.append(ring[i % 8])
+            if i % 11 == 0:
+                handoff.clear()
+
+threads = [threading.Thread(target=churn, args=(t,)) for t in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+handoff.clear()
+after = [stats(d) for d in (0, 1)]
+out["churn"] = [{
+    "allocations": after[d]["allocation.all.allocated"] - before[d]["allocation.all.allocated"],
+    "frees": after[d]["allocation.all.freed"] - before[d]["allocation.all.freed"],
+    "requested": after[d]["requested_bytes.all.allocated"] - before[d]["requested_bytes.all.allocated"],
+    "requested_expected": requested[d],
+    "allocated_bytes": after[d]["allocated_bytes.all.current"],
+    "active": after[d]["active.all.current"],
+    "active_bytes": after[d]["active_bytes.all.current"],
+    "inactive_split": after[d]["inactive_split.all.current"],
+    "segments": after[d]["segment.all.current"],
+} for d in (0, 1)]
+
+# peaks: binned blocks are free, their reuse is a new allocation
+torch.openreg.reset_peak_memory_stats(0)
+blocks = [empty(4 * KiB) for _ in range(3)]
+del blocks
+one = empty(4 * KiB)
+out["peak"] = {"allocated": torch.openreg.memory_allocated(0), "peak": torch.openreg.max_memory_allocated(0)}
+torch.openreg.reset_peak_memory_stats(0)
+out["peak"]["after_reset"] = torch.openreg.max_memory_allocated(0)
+del one
+
+# a snapshot shows a binned block as the inactive block it is
+keep_first, freed, keep_last = empty(4 * KiB), empty(4 * KiB), empty(4 * KiB)
+freed_ptr = freed.data_ptr()
+del freed
+blocks = {b["address"]: b for s in torch.openreg.memory_snapshot() for b in s["blocks"]}
+out["snapshot"] = {"state": blocks[freed_ptr]["state"], "size": blocks[freed_ptr]["size"],
+                   "neighbours": [blocks[keep_first.data_ptr()]["state"], blocks[keep_last.data_ptr()]["state"]]}
+del keep_first, keep_last
+
+# empty_cache on this thread returns what another, still running, thread freed
+freed_event, done_event = threading.Event(), threading.Event()
+def worker():
+    for _ in range(50):
+        ring = [empty(n * KiB) for n in (1, 4, 16, 64)]
+        del ring
+    freed_event.set()
+    done_event.wait()
+gc.collect()
+torch.openreg.synchronize(0); torch.openreg.synchronize(1)
+torch.openreg.empty_cache()
+t = threading.Thread(target=worker)
+t.start()
+freed_event.wait()
+torch.openreg.empty_cache()
+out["empty_cache_other_thread"] = [torch.openreg.memory_reserved(d) for d in (0, 1)]
+done_event.set(); t.join()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def fast_path():
+    out = check_ok(run_python(_FAST_PATH, timeout=240))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_fast_path_block_freed_on_another_thread(fast_path):
+    s = fast_path["cross_thread"]
+    assert s["allocated_after_free"] == 0
+    assert s["active_after_free"] == 0
+    assert s["reused"] is True  # the freed blocks served the next requests of their size
+    assert s["values"] is True
+
+
+def test_fast_path_keeps_blocks_on_their_stream(fast_path):
+    s = fast_path["cross_stream"]
+    assert s["default_got_side_block"] is False
+    assert s["side_got_its_block"] is True
+
+
+def test_fast_path_record_stream_delays_reuse(fast_path):
+    s = fast_path["record_stream"]
+    assert s is not None, "could not keep a stream busy long enough to test record_stream"
+    assert s["reused_while_busy"] is False
+
+
+def test_fast_path_statistics_exact_after_threaded_churn(fast_path):
+    for device in fast_path["churn"]:
+        assert device["allocations"] == device["frees"] == 6000
+        assert device["requested"] == device["requested_expected"]
+        assert device["allocated_bytes"] == 0
+        assert device["active"] == 0
+        assert device["active_bytes"] == 0
+        # settled: the freed blocks merged back into whole segments
+        assert device["inactive_split"] == 0
+        assert device["segments"] >= 1
+
+
+def test_fast_path_peak(fast_path):
+    s = fast_path["peak"]
+    assert s["allocated"] == 4 * KiB
+    assert s["peak"] == 12 * KiB
+    assert s["after_reset"] == 4 * KiB
+
+
+def test_fast_path_snapshot_shows_freed_block_inactive(fast_path):
+    s = fast_path["snapshot"]
+    assert s["state"] == "inactive"
+    assert s["size"] == 4 * KiB
+    assert s["neighbours"] == ["active_allocated", "active_allocated"]
+
+
+def test_fast_path_empty_cache_from_another_thread(fast_path):
+    assert fast_path["empty_cache_other_thread"] == [0, 0]
+
+
+_FAST_PATH_OOM = r"""
+import json
+import torch
+
+KiB, MiB = 1 << 10, 1 << 20
+stats = torch.openreg.memory_stats
+keep = torch.empty(40 * MiB, dtype=torch.uint8, device="openreg:0")
+small = [torch.empty(16 * KiB, dtype=torch.uint8, device="openreg:0") for _ in range(1024)]  # 8 segments
+before = stats(0)
+del small  # binned, 16 MiB held by segments nothing uses
+big = torch.empty(20 * MiB, dtype=torch.uint8, device="openreg:0")  # fits once they are returned
+after = stats(0)
+print(json.dumps({"reserved_before": before["reserved_bytes.all.current"],
+                  "retries": after["num_alloc_retries"] - before["num_alloc_retries"],
+                  "ooms": after["num_ooms"] - before["num_ooms"],
+                  "reserved_after": after["reserved_bytes.all.current"]}))
+"""
+
+
+def test_fast_path_out_of_memory_retry_returns_binned_blocks():
+    out = json.loads(check_ok(run_python(_FAST_PATH_OOM, OPENREG_DEVICE_MEMORY="64M")).strip().splitlines()[-1])
+    assert out["reserved_before"] == 56 * MiB
+    assert out["retries"] == 1
+    assert out["ooms"] == 0
+    assert out["reserved_after"] == 60 * MiB

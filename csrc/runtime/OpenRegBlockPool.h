@@ -35,6 +35,8 @@ struct Block {
   // When it entered the cache (a per-device counter): garbage collection
   // returns the longest-cached segments first.
   uint64_t cached_at = 0;
+  // The next block of its size bin (OpenRegSizeBins.h), while freed there.
+  Block* next_binned = nullptr;
   // Streams other than `stream` that used the block (record_stream).
   ska::flat_hash_set<c10::Stream> stream_uses;
 

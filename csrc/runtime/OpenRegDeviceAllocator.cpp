@@ -7,6 +7,7 @@
 #include "runtime/OpenRegDeviceAllocator.h"
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/flat_hash_map.h>
 
+#include "runtime/OpenRegAllocatorMutex.h"
 #include "runtime/OpenRegDeviceCache.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
@@ -132,12 +134,17 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   DeviceCache& cache(DeviceIndex device) {
-    check_device_index(device);
-    std::call_once(caches_once_, [this] {
-      for (DeviceIndex i = 0; i < device_count(); ++i) {
-        caches_.push_back(std::make_unique<DeviceCache>(i));
-      }
-    });
+    // Every allocation and free comes here: once the caches exist, an index
+    // below their count needs no further validation.
+    if (C10_UNLIKELY(device < 0 || device >= cache_count_.load(std::memory_order_acquire))) {
+      check_device_index(device);
+      std::call_once(caches_once_, [this] {
+        for (DeviceIndex i = 0; i < device_count(); ++i) {
+          caches_.push_back(std::make_unique<DeviceCache>(i));
+        }
+        cache_count_.store(static_cast<DeviceIndex>(caches_.size()), std::memory_order_release);
+      });
+    }
     return *caches_[device];
   }
 
@@ -145,7 +152,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   // Live blocks by address, sharded so that threads freeing unrelated
   // tensors rarely contend.
   struct Shard {
-    std::mutex mutex;
+    AllocatorMutex mutex;
     ska::flat_hash_map<void*, Block*> blocks;
   };
   static constexpr size_t kShards = 16;
@@ -156,20 +163,20 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   void remember(Block* block) {
     Shard& s = shard(block->ptr);
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<AllocatorMutex> lock(s.mutex);
     s.blocks.emplace(block->ptr, block);
   }
 
   Block* lookup(void* ptr) {
     Shard& s = shard(ptr);
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<AllocatorMutex> lock(s.mutex);
     auto it = s.blocks.find(ptr);
     return it == s.blocks.end() ? nullptr : it->second;
   }
 
   Block* forget(void* ptr) {
     Shard& s = shard(ptr);
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<AllocatorMutex> lock(s.mutex);
     auto it = s.blocks.find(ptr);
     if (it == s.blocks.end()) {
       return nullptr;
@@ -183,6 +190,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   std::once_flag caches_once_;
   std::vector<std::unique_ptr<DeviceCache>> caches_;
+  std::atomic<DeviceIndex> cache_count_{0};  // caches_.size() once filled
   std::array<Shard, kShards> shards_;
 };
 

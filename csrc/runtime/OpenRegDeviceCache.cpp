@@ -18,12 +18,20 @@ using c10::CachingDeviceAllocator::DeviceStats;
 Block* DeviceCache::malloc(size_t requested, c10::Stream stream) {
   // Before the lock: gathering a Python stack takes the GIL.
   std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::STATE);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   process_events();
   const size_t size = round_size(requested);
   BlockPool& pool = select_pool(size);
   const size_t max_split_size = AcceleratorAllocatorConfig::max_split_size();
-  Block* block = take_cached(pool, size, stream, max_split_size);
+  const bool default_small = &pool == &small_;
+  Block* block = default_small ? bins_.pop(stream, size) : nullptr;
+  if (block == nullptr) {
+    block = take_cached(pool, size, stream, max_split_size);
+  }
+  if (block == nullptr && default_small && !bins_.empty()) {
+    settle_bins();  // merged, the binned blocks may fit
+    block = take_cached(pool, size, stream, max_split_size);
+  }
   if (block == nullptr) {
     collect_garbage();
     block = new_segment(pool, size, requested, stream, max_split_size, context);
@@ -63,7 +71,7 @@ Block* DeviceCache::malloc(size_t requested, c10::Stream stream) {
 void DeviceCache::free(Block* block) {
   // Before the lock, as in malloc.
   std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::ALL);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   if (history_.recording()) {
     history_.record(
         TraceEntry::FREE_REQUESTED,
@@ -93,30 +101,42 @@ void DeviceCache::free(Block* block) {
     block->stream_uses.clear();
     return;
   }
+  // While history records, every block takes the merging path, which records
+  // its FREE_COMPLETED (settling later records nothing).
+  if (block->pool == &small_ && !history_.recording() && caching_enabled() && bins_.push(block)) {
+    history_.forget_block(block->ptr);
+    for_each_stat(small_, [&](size_t t) {
+      stats_.active[t].decrease(1);
+      stats_.active_bytes[t].decrease(block->size);
+    });
+    return;
+  }
   release_to_pool(block);
 }
 
 void DeviceCache::record_stream(Block* block, c10::Stream stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   if (stream != block->stream) {
     block->stream_uses.insert(stream);
   }
 }
 
-DeviceStats DeviceCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+DeviceStats DeviceCache::stats() {
+  std::lock_guard<AllocatorMutex> lock(mutex_);
+  settle_bins();
   DeviceStats stats = stats_;
   stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
   return stats;
 }
 
 void DeviceCache::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   openreg::reset_accumulated_stats(stats_);
 }
 
 void DeviceCache::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
+  settle_bins();  // peaks drop to the settled current values
   openreg::reset_peak_stats(stats_);
 }
 
@@ -172,11 +192,21 @@ inline void DeviceCache::release_to_pool(Block* block) {
         history_.block_context(block->ptr));
   }
   history_.forget_block(block->ptr);
-  BlockPool& pool = *block->pool;
   const size_t original_size = block->size;
+  BlockPool& pool = *block->pool;
+  merge_into_pool(block);
+  for_each_stat(pool, [&](size_t t) {
+    stats_.active[t].decrease(1);
+    stats_.active_bytes[t].decrease(original_size);
+  });
+  release_if_unwanted(block);
+}
+
+// Merges a free block with its cached neighbours; the result joins the pool.
+inline void DeviceCache::merge_into_pool(Block* block) {
   for (Block* neighbour : {block->prev, block->next}) {
     if (neighbour == nullptr || !neighbour->cached) {
-      continue;  // in use, or freed but still awaiting other streams
+      continue;  // in use, binned, or freed but still awaiting other streams
     }
     pool_erase(neighbour);
     if (neighbour == block->prev) {
@@ -197,18 +227,27 @@ inline void DeviceCache::release_to_pool(Block* block) {
     delete neighbour;
   }
   pool_insert(block);
-  for_each_stat(pool, [&](size_t t) {
-    stats_.active[t].decrease(1);
-    stats_.active_bytes[t].decrease(original_size);
-  });
-  // The last block of a segment that is not to be cached (caching disabled,
-  // or a released pool's): the segment goes too.
+}
+
+// The last block of a segment that is not to be cached (caching disabled, or
+// a released pool's): the segment goes too.
+inline void DeviceCache::release_if_unwanted(Block* block) {
+  const BlockPool& pool = *block->pool;
   const bool keep = caching_enabled() && (pool.owner == nullptr || pool.owner->use_count > 0);
   if (!keep && !block->is_split()) {
     pool_erase(block);
     release_segment(block);
     drop_released_pools();
   }
+}
+
+// Merges every binned block, as free would have without the bins. Their
+// statistics other than inactive_split were settled when they were binned.
+void DeviceCache::settle_bins() {
+  bins_.drain([this](Block* block) {
+    merge_into_pool(block);
+    release_if_unwanted(block);
+  });
 }
 
 // Pool membership changes only here. A cached block that shares its segment

@@ -13,8 +13,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 
+#include "runtime/OpenRegAllocatorMutex.h"
 #include "runtime/OpenRegBlockPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
+#include "runtime/OpenRegSizeBins.h"
 #include "runtime/OpenRegStream.h"
 
 // The caching allocator of one device, CUDA's DeviceCachingAllocator: freed
@@ -22,6 +24,11 @@
 // orMalloc/orFree (a mapping update and page faults each) run only when the
 // cache cannot serve a request. A cached block is split when the remainder is
 // worth keeping, and freed neighbours within a segment merge again.
+//
+// Fast path: a freed small block of the default pool first waits unmerged in
+// exact-size bins (OpenRegSizeBins.h), where the next request of its size and
+// stream finds it; the bins are settled into the pool before the pool is
+// searched in vain, emptied, collected or reported.
 //
 // Streams: a block is cached for the stream it was allocated on. A block also
 // used on other streams (record_stream) is reused only once events recorded
@@ -80,7 +87,9 @@ class __attribute__((visibility("hidden"))) DeviceCache {
   // and returns its recorded history, which then ends with a snapshot entry.
   std::vector<TraceEntry> snapshot(std::vector<c10::CachingDeviceAllocator::SegmentInfo>& segments);
 
-  c10::CachingDeviceAllocator::DeviceStats stats() const;
+  // Settles the size bins first, so statistics read as if every freed block
+  // had merged at once (CUDA's inactive_split counts).
+  c10::CachingDeviceAllocator::DeviceStats stats();
   void reset_accumulated_stats();
   void reset_peak_stats();
 
@@ -99,6 +108,9 @@ class __attribute__((visibility("hidden"))) DeviceCache {
   Block* take_cached(BlockPool& pool, size_t size, c10::Stream stream, size_t max_split_size);
   static bool should_split(const Block& block, size_t size, size_t max_split_size);
   void release_to_pool(Block* block);
+  void merge_into_pool(Block* block);
+  void release_if_unwanted(Block* block);
+  void settle_bins();
   void pool_insert(Block* block);
   void pool_erase(Block* block);
   void process_events();
@@ -129,11 +141,12 @@ class __attribute__((visibility("hidden"))) DeviceCache {
 
   inline static std::atomic<bool> caching_enabled_{true};
 
-  mutable std::mutex mutex_;
+  mutable AllocatorMutex mutex_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
   const c10::DeviceIndex device_;
   BlockPool small_{true};
   BlockPool large_{false};
+  SizeBins bins_;  // freed blocks of small_, not yet merged
   std::deque<std::pair<std::unique_ptr<c10::Event>, Block*>> pending_;
   uint64_t cache_clock_ = 0;
   // Every segment by its base address, as its first block (for snapshots).

@@ -20,8 +20,9 @@ namespace c10::openreg {
 using c10::CachingAllocator::AcceleratorAllocatorConfig;
 
 void DeviceCache::empty_cache(c10::MempoolId_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   synchronize_pending();
+  settle_bins();
   if (id == c10::MempoolId_t{0, 0}) {
     release_cached(small_);
     release_cached(large_);
@@ -36,13 +37,13 @@ void DeviceCache::empty_cache(c10::MempoolId_t id) {
 }
 
 void DeviceCache::set_memory_fraction(double fraction, size_t capacity) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   memory_fraction_ = fraction;
   allowed_bytes_ = static_cast<size_t>(fraction * static_cast<double>(capacity));
 }
 
 double DeviceCache::memory_fraction() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   return memory_fraction_;
 }
 
@@ -64,6 +65,7 @@ Block* DeviceCache::new_segment(
     // Return what the cache holds and try once more, as CUDA does.
     stats_.num_alloc_retries += 1;
     synchronize_pending();
+    settle_bins();
     release_cached(small_);
     release_cached(large_);
     bytes = segment_size(size);
@@ -129,6 +131,7 @@ void DeviceCache::collect_garbage() {
   if (reserved() <= target) {
     return;
   }
+  settle_bins();
   std::vector<Block*> segments;
   for (BlockPool* pool : {&small_, &large_}) {
     for (Block* block : pool->blocks) {

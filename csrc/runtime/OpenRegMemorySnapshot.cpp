@@ -27,12 +27,13 @@ MemorySnapshot memorySnapshot() {
 }
 
 void DeviceCache::record_history(const HistoryOptions& options) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
   history_.configure(options);
 }
 
 std::vector<TraceEntry> DeviceCache::snapshot(std::vector<SegmentInfo>& segments) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<AllocatorMutex> lock(mutex_);
+  settle_bins();  // binned blocks show as the merged, inactive blocks they are
   size_t active_bytes = 0;
   for (const auto& [base, head] : segments_) {
     SegmentInfo& segment = segments.emplace_back();
