@@ -121,6 +121,12 @@ class HostViews {
   c10::SmallVector<QuantizerPair, 1> quantizers_;
 };
 
+// The allocator of alias storages: device memory of the current device,
+// returned as the runtime's host view of it (a scoped access, open while the
+// CPU storage holds it). HostViews::write_back and to_device hand such memory
+// to the device without a copy.
+c10::Allocator* device_backed_host_allocator();
+
 // The lighter form, for kernels that need addresses rather than tensors: the
 // host address of an openreg tensor's data, valid until destruction (one
 // scoped access per storage). TensorIterator kernels whose iterator was built
