@@ -17,8 +17,9 @@ class HostResultAllocator final : public c10::Allocator {
     return t_results_on_device ? device_backed_host_allocator()->allocate(nbytes) : cpu_->allocate(nbytes);
   }
 
-  // Only CPU allocations are raw: raw_allocate() asserts that the pointer
-  // is its own context, which a device-backed allocation's is not.
+  // raw_allocate()/raw_deallocate() serve CPU memory only: raw_allocate
+  // asserts that a pointer is its own context, which no device-backed
+  // allocation is, so none is ever freed through this deleter.
   c10::DeleterFnPtr raw_deleter() const override {
     return cpu_->raw_deleter();
   }

@@ -27,7 +27,11 @@ namespace at::openreg {
 //                                                             storage;
 //   - a fresh CPU result                                   -> copied once
 //                                                             into new device
-//                                                             memory.
+//                                                             memory, or handed
+//                                                             over if the kernel
+//                                                             allocated it in
+//                                                             device memory
+//                                                             (HostResultAllocator.h).
 //
 // One instance serves one call: it deduplicates, so a tensor passed twice, or
 // two tensors sharing a storage, stay the same tensor / storage on the CPU
