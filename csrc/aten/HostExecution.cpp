@@ -7,6 +7,7 @@
 
 #include "aten/DeviceCall.h"
 #include "aten/FallbackControls.h"
+#include "aten/HostResultAllocator.h"
 #include "aten/IValueTensors.h"
 #include "aten/OperatorPolicy.h"
 #include "runtime/OpenRegGenerator.h"
@@ -103,7 +104,11 @@ at::Tensor host_argument(HostViews& views, const at::Tensor& t) {
 
 } // namespace
 
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key) {
+void run_on_host(
+    const c10::OperatorHandle& op,
+    torch::jit::Stack* stack,
+    c10::DispatchKey device_key,
+    KernelAllocations results) {
   const OperatorPolicy& policy = policy_for(op);
   check_fallback_enabled(policy);
   if (policy.synchronizes) {
@@ -147,7 +152,12 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
     }
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+  if (results == KernelAllocations::OnDevice) {
+    const AllocateResultsOnDevice on_device;
+    op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+  }
 
   views.write_back();
   const size_t num_returns = op.schema().returns().size();

@@ -25,6 +25,19 @@ namespace at::openreg {
 //  6. arguments replaced by host views (HostViews: strided, nested and sparse
 //     layouts each map their own way), the CPU kernel, the write-back of what
 //     it did to the arguments, and results mapped back to the device.
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key);
+//
+// `results` says where the CPU kernel's own allocations go. In host memory,
+// a fresh result is copied to the device once. On the device
+// (HostResultAllocator.h), it is handed over as is; every other allocation
+// of the kernel then costs device memory too, which suits kernels that
+// allocate little besides their results (the TensorIterator operators of
+// StructuredDefaults.cpp), not those that keep caches or large scratch.
+enum class KernelAllocations { InHostMemory, OnDevice };
+
+void run_on_host(
+    const c10::OperatorHandle& op,
+    torch::jit::Stack* stack,
+    c10::DispatchKey device_key,
+    KernelAllocations results = KernelAllocations::InHostMemory);
 
 } // namespace at::openreg

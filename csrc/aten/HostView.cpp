@@ -92,6 +92,10 @@ void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
 
 } // namespace
 
+c10::Allocator* device_backed_host_allocator() {
+  return &g_device_backed_allocator;
+}
+
 HostViews::HostViews(c10::Device device, std::string_view op_name)
     : launch_(device, op_name), device_(device), op_name_(op_name) {}
 

@@ -27,7 +27,11 @@ namespace at::openreg {
 //                                                             storage;
 //   - a fresh CPU result                                   -> copied once
 //                                                             into new device
-//                                                             memory.
+//                                                             memory, or handed
+//                                                             over if the kernel
+//                                                             allocated it in
+//                                                             device memory
+//                                                             (HostResultAllocator.h).
 //
 // One instance serves one call: it deduplicates, so a tensor passed twice, or
 // two tensors sharing a storage, stay the same tensor / storage on the CPU
@@ -120,6 +124,12 @@ class HostViews {
   c10::SmallVector<QuantizedEntry, 1> quantized_;
   c10::SmallVector<QuantizerPair, 1> quantizers_;
 };
+
+// The allocator of alias storages: device memory of the current device,
+// returned as the runtime's host view of it (a scoped access, open while the
+// CPU storage holds it). HostViews::write_back and to_device hand such memory
+// to the device without a copy.
+c10::Allocator* device_backed_host_allocator();
 
 // The lighter form, for kernels that need addresses rather than tensors: the
 // host address of an openreg tensor's data, valid until destruction (one

@@ -18,10 +18,10 @@
 // expanded, strided or permuted operand would get other strides than on the
 // CPU (`torch.tensor([2]).expand(17, 3) ^ x.t()`), and a following reduction
 // could round differently. Through the fallback the meta function sees host
-// views, which are CPU tensors, so the CPU's rule applies as is. The price:
-// the CPU kernel allocates the result in host memory, which the fallback
-// copies to the device once (the DispatchStub operators of StubKernels.cpp
-// choose per call, and write into device memory either way).
+// views, which are CPU tensors, so the CPU's rule applies as is. The CPU
+// kernel allocates the result, and the iterator's converted copies, in
+// device memory (HostResultAllocator.h), so the result reaches the device
+// without a copy.
 //
 // The operators are found in the dispatcher, so that a PyTorch update adding
 // one is covered: aten operators with a CPU kernel, the generated default and
@@ -35,7 +35,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "aten/Fallback.h"
+#include "aten/HostExecution.h"
+#include "aten/HostResultAllocator.h"
 
 namespace at::openreg {
 namespace {
@@ -73,9 +74,14 @@ bool runs_structured_default(const c10::OperatorHandle& op) {
       !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
 }
 
+void run_iterator_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_host(op, stack, c10::DispatchKey::PrivateUse1, KernelAllocations::OnDevice);
+}
+
 } // namespace
 
 void route_structured_iterator_defaults() {
+  install_host_result_allocator();
   static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
@@ -84,7 +90,7 @@ void route_structured_iterator_defaults() {
     }
     const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
     if (op && !op->schema().is_mutable() && runs_structured_default(*op) && builds_iterator(*op)) {
-      library.impl(c10::toString(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+      library.impl(c10::toString(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&run_iterator_on_host>());
     }
   }
 }

@@ -1,0 +1,128 @@
+"""The functional TensorIterator operators that run on the CPU fallback (atan2, bitwise_xor, fmod, ...) have
+their CPU kernel allocate the result directly in device memory, so it reaches the device without a copy.
+
+The result must still be laid out exactly as on the CPU (dtype, shape, strides, values), its memory must be
+the device's (counted by the allocator, freed with the tensor), the device memory must be closed to the host
+after the call (memory protection), and CPU allocations outside the call must stay CPU memory.
+"""
+import signal
+
+import pytest
+import torch
+
+from conftest import DEVICE, assert_same, check_ok, make_cpu, run_python
+
+
+def dev(t):
+    return t.to(DEVICE)
+
+
+def _pair(cpu):
+    """The same tensor on both sides; views are taken on the device so that strides match."""
+    return cpu, dev(cpu)
+
+
+def _cases():
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(6, 5, generator=g)
+    b = torch.randn(5, 6, generator=g).double()
+    i = torch.randint(-9, 9, (17, 3), generator=g)
+    u = torch.randint(0, 255, (3, 17), generator=g).to(torch.uint8)
+    return {
+        # type promotion with a transposed operand: the CPU orders the result by the converted copy
+        "atan2_promote_transposed": (torch.atan2, (a, b), (None, lambda t: t.t())),
+        "atan2_broadcast_column": (torch.atan2, (a, a[:, :1].contiguous()), (None, None)),
+        "atan2_strided_slices": (torch.atan2, (a, a), (lambda t: t[::2, :4], lambda t: t[1::2, 1:])),
+        "atan2_expanded_scalar": (torch.atan2, (a, torch.tensor([0.5])), (None, lambda t: t.expand(6, 5))),
+        "xor_promote_expanded_permuted": (
+            torch.bitwise_xor,
+            (torch.tensor([2]), u),
+            (lambda t: t.expand(17, 3), lambda t: t.t()),
+        ),
+        "xor_int_int": (torch.bitwise_xor, (i, i.flip(0)), (None, None)),
+        "fmod_int_float": (torch.fmod, (i, a[:3, :1].contiguous()), (lambda t: t[:3], None)),
+        "signbit_permuted": (torch.signbit, (a,), (lambda t: t.t(),)),
+        "atan2_zero_elements": (torch.atan2, (a[:0], a[:0]), (None, None)),
+        "atan2_zero_dim": (torch.atan2, (torch.tensor(0.25), torch.tensor(-2.0)), (None, None)),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_result_equals_cpu_layout_and_values(name):
+    op, inputs, views = CASES[name]
+    cpu_args, dev_args = [], []
+    for t, view in zip(inputs, views):
+        c, d = _pair(t)
+        cpu_args.append(view(c) if view else c)
+        dev_args.append(view(d) if view else d)
+    for c, d in zip(cpu_args, dev_args):
+        assert c.stride() == d.stride()
+    torch.openreg.reset_fallback_stats()
+    result = op(*dev_args)
+    assert sum(torch.openreg.fallback_stats().values()) == 1
+    assert_same(result, op(*cpu_args))
+    assert result.untyped_storage().device.type == DEVICE
+
+
+def test_result_memory_is_the_devices_and_is_freed_with_the_tensor():
+    a, b = dev(make_cpu((256,), torch.float32)), dev(make_cpu((256,), torch.float32))
+    torch.atan2(a, b)  # warm the allocator's cache
+    before = torch.openreg.memory_allocated()
+    result = torch.atan2(a, b)
+    assert torch.openreg.memory_allocated() - before == result.untyped_storage().nbytes() == 1024
+    del result
+    assert torch.openreg.memory_allocated() == before
+    # On the same thread, after the call, CPU allocations are host memory again.
+    host = torch.empty(1 << 16)
+    assert torch.openreg.memory_allocated() == before
+    assert host.untyped_storage().device.type == "cpu"
+
+
+def test_kernel_error_frees_device_memory_and_ends_the_scope():
+    x = dev(torch.ones(8))
+    before = torch.openreg.memory_allocated()
+    with pytest.raises(RuntimeError) as device_error:
+        torch.bitwise_xor(x, x)  # float: the CPU kernel refuses after allocating the result
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.bitwise_xor(torch.ones(8), torch.ones(8))
+    assert str(device_error.value) == str(cpu_error.value)
+    assert torch.openreg.memory_allocated() == before
+    torch.empty(1 << 16)
+    assert torch.openreg.memory_allocated() == before
+
+
+def test_out_errors_are_the_cpus():
+    a, b = make_cpu((4, 5), torch.float32), make_cpu((4, 5), torch.float32)
+    for out_cpu in (torch.empty(4, 5, dtype=torch.int64), torch.empty(4, 5, dtype=torch.bool)):
+        with pytest.raises(RuntimeError) as cpu_error:
+            torch.atan2(a, b, out=out_cpu)
+        with pytest.raises(RuntimeError) as device_error:
+            torch.atan2(dev(a), dev(b), out=dev(out_cpu))
+        assert str(device_error.value) == str(cpu_error.value)
+    wider = dev(torch.empty(4, 5, dtype=torch.float64))  # a float result may be written to a wider dtype
+    torch.atan2(dev(a), dev(b), out=wider)
+    assert_same(wider, torch.atan2(a, b, out=torch.empty(4, 5, dtype=torch.float64)))
+    out = dev(torch.empty(3))
+    with pytest.warns(UserWarning, match="resized"):
+        torch.atan2(dev(a), dev(b), out=out)
+    assert_same(out, torch.atan2(a, b))
+
+
+_READ_RESULT = """
+import ctypes
+import torch
+x = torch.tensor([1.5, -2.0, 3.25], device="openreg")
+y = torch.atan2(x, x)  # allocated by the CPU kernel, in device memory
+print("ready", flush=True)
+print("y_bytes=" + ctypes.string_at(y.data_ptr(), 12).hex(), flush=True)
+"""
+
+
+def test_result_memory_is_protected_after_the_call():
+    proc = run_python(_READ_RESULT)
+    assert "ready" in proc.stdout, proc.stderr
+    assert "y_bytes=" not in proc.stdout
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr)
