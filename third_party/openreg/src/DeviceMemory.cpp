@@ -11,17 +11,6 @@
 
 namespace openreg::runtime {
 
-Allocation* lookupAllocation(Device& device, uintptr_t address, size_t bytes, uintptr_t* base) {
-  const auto next = device.allocations.upper_bound(address);
-  if (next == device.allocations.begin()) return nullptr;
-  auto& [start, allocation] = *std::prev(next);
-  if (address - start >= allocation.size || bytes > allocation.size - (address - start)) {
-    return nullptr;
-  }
-  *base = start;
-  return &allocation;
-}
-
 Allocation* findAllocation(Device& device, uintptr_t address, size_t bytes, const char* context,
                            const char* role, uintptr_t* base) {
   if (Allocation* allocation = lookupAllocation(device, address, bytes, base)) return allocation;
