@@ -115,17 +115,26 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
   std::shared_lock lock(dev->mutex);
+  // Consecutive pointers into one allocation are counted with one atomic
+  // update (locked instructions cost tens of instructions' time each).
   Allocation* allocation = nullptr;
+  uint32_t pending = 0;
   uintptr_t base = 0;
   for (size_t i = 0; i < count; ++i) {
-    allocation = accesses.find(*dev, i, sizes[i], allocation, &base);
+    Allocation* const previous = allocation;
+    allocation = accesses.find(*dev, i, sizes[i], previous, &base);
+    if (allocation != previous && pending != 0) {
+      previous->openAccesses.fetch_add(pending, std::memory_order_relaxed);
+      pending = 0;
+    }
     if (allocation == nullptr) {
       accesses.undo(*dev, i, -1);
       return orErrorInvalidDevicePointer;
     }
-    allocation->openAccesses.fetch_add(1, std::memory_order_relaxed);
+    ++pending;
     hostPtrs[i] = allocation->hostAddress(accesses.address(i));
   }
+  allocation->openAccesses.fetch_add(pending, std::memory_order_relaxed);
   return orSuccess;
 }
 
@@ -138,27 +147,37 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
   std::shared_lock lock(dev->mutex);
+  // As in beginAccesses: one atomic update per run of pointers into one
+  // allocation, the run starting at pointer `first`.
   Allocation* allocation = nullptr;
+  size_t first = 0;
   uintptr_t base = 0;
-  for (size_t i = 0; i < count; ++i) {
-    allocation = accesses.find(*dev, i, 0, allocation, &base);
-    if (allocation == nullptr) {
-      accesses.undo(*dev, i, +1);
+  for (size_t i = 0; i <= count; ++i) {
+    Allocation* const previous = allocation;
+    const uintptr_t previousBase = base;
+    if (i < count) allocation = accesses.find(*dev, i, 0, previous, &base);
+    if (previous != nullptr && (allocation != previous || i == count)) {
+      const uint32_t run = static_cast<uint32_t>(i - first);
+      // Other threads may end their own accesses concurrently: never go below 0.
+      uint32_t open = previous->openAccesses.load(std::memory_order_relaxed);
+      do {
+        if (open < run) {
+          accesses.undo(*dev, first, +1);
+          const size_t failing = first + open;
+          return fail(orErrorIllegalState,
+                      "%s: allocation %p (%zu bytes) of device %d has no open host access for "
+                      "%s%p",
+                      api, reinterpret_cast<void*>(previousBase), previous->size, dev->index,
+                      batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
+        }
+      } while (!previous->openAccesses.compare_exchange_weak(open, open - run,
+                                                             std::memory_order_relaxed));
+      first = i;
+    }
+    if (i < count && allocation == nullptr) {
+      accesses.undo(*dev, first, +1);
       return orErrorInvalidDevicePointer;
     }
-    // Other threads may end their own accesses concurrently: never go below 0.
-    uint32_t open = allocation->openAccesses.load(std::memory_order_relaxed);
-    do {
-      if (open == 0) {
-        accesses.undo(*dev, i, +1);
-        return fail(orErrorIllegalState,
-                    "%s: allocation %p (%zu bytes) of device %d has no open host access for "
-                    "%s%p",
-                    api, reinterpret_cast<void*>(base), allocation->size, dev->index,
-                    batch ? (accesses.role(i) + " ").c_str() : "", devPtrs[i]);
-      }
-    } while (!allocation->openAccesses.compare_exchange_weak(open, open - 1,
-                                                             std::memory_order_relaxed));
   }
   return orSuccess;
 }
