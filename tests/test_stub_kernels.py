@@ -381,3 +381,27 @@ def test_adam_step_takes_no_fallback_and_equals_cpu():
         assert torch.openreg.fallback_stats() == {}, foreach
         for param, expected in zip(params[DEV], params["cpu"]):
             assert_same(param.detach(), expected.detach())
+
+
+def test_direct_path_operands_sharing_memory_equal_cpu_and_release_it():
+    # The direct path opens one scoped access per storage for a call, in one
+    # batch; operands that share a storage, or lie in one device allocation,
+    # must still each see their own bytes, and every access must be closed
+    # afterwards, or the runtime refuses to free the memory (empty_cache raises).
+    n = 1 << 19  # 4 MiB of float32: a segment of its own
+    cpu = torch.randn(2 * n)
+    dev = cpu.to(DEVICE)
+    separate = torch.randn(n)
+    dev_separate = separate.to(DEVICE)
+    assert_same(dev[:n] + dev[n:], cpu[:n] + cpu[n:])
+    assert_same(dev[:n] * dev_separate, cpu[:n] * separate)
+    dev[:n].add_(dev[n:])
+    cpu[:n].add_(cpu[n:])
+    assert_same(dev, cpu)
+    torch.add(dev[:n], dev[:n], out=dev[n:])
+    torch.add(cpu[:n], cpu[:n], out=cpu[n:])
+    assert_same(dev, cpu)
+    reserved = torch.openreg.memory_reserved()
+    del dev, dev_separate
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() <= reserved - 3 * n * 4

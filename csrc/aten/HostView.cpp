@@ -1,5 +1,6 @@
 #include "aten/HostView.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -25,16 +26,16 @@ struct HostAccess {
   c10::intrusive_ptr<c10::StorageImpl> keep_alive;
 };
 
-// Ends a scoped access from a deleter or destructor, which must not throw.
-void end_access(const void* device_ptr) noexcept {
-  if (orMemAccessEnd(device_ptr) != orSuccess) {
-    std::fprintf(stderr, "openreg: orMemAccessEnd failed: %s\n", orGetLastErrorMessage());
+// Ends scoped accesses from a deleter or destructor, which must not throw.
+void end_accesses(size_t count, const void* const* device_ptrs) noexcept {
+  if (orMemAccessEndBatch(count, device_ptrs) != orSuccess) {
+    std::fprintf(stderr, "openreg: orMemAccessEndBatch failed: %s\n", orGetLastErrorMessage());
   }
 }
 
 void close_host_access(void* context) {
   auto* access = static_cast<HostAccess*>(context);
-  end_access(access->device_ptr);
+  end_accesses(1, &access->device_ptr);
   delete access;
 }
 
@@ -279,28 +280,49 @@ HostAddresses::HostAddresses(c10::Device device, std::string_view op_name)
     : launch_(device, op_name), op_name_(op_name) {}
 
 HostAddresses::~HostAddresses() {
-  for (const Access& access : accesses_) {
-    end_access(access.device_base);
+  end_accesses(device_bases_.size(), device_bases_.data());
+}
+
+void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
+  // The storages not open yet are appended, then opened together.
+  const size_t open = device_bases_.size();
+  c10::SmallVector<size_t, 4> sizes;
+  for (const at::TensorBase* device_tensor : device_tensors) {
+    c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
+    const c10::Storage& storage = device_tensor->storage();
+    const void* base = storage.data();
+    if (base != nullptr && std::find(device_bases_.begin(), device_bases_.end(), base) == device_bases_.end()) {
+      device_bases_.push_back(base);
+      sizes.push_back(storage.nbytes());
+    }
+  }
+  host_bases_.resize(device_bases_.size());
+  const orError_t opened = orMemAccessBeginBatch(
+      sizes.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+  if (opened != orSuccess) {
+    // None was opened: the destructor must not end them.
+    device_bases_.resize(open);
+    host_bases_.resize(open);
+    OPENREG_CHECK(opened);
+  }
+  for (size_t i = 0; i < device_tensors.size(); ++i) {
+    const at::TensorBase& device_tensor = *device_tensors[i];
+    const void* base = device_tensor.storage().data();
+    host[i] = nullptr;  // no bytes
+    for (size_t slot = 0; base != nullptr && slot < device_bases_.size(); ++slot) {
+      if (device_bases_[slot] == base) {
+        host[i] = host_bases_[slot] +
+            (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
+        break;
+      }
+    }
   }
 }
 
 void* HostAddresses::address(const at::TensorBase& device_tensor) {
-  c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
-  const c10::Storage& storage = device_tensor.storage();
-  const void* base = storage.data();
-  if (base == nullptr) {
-    return nullptr;  // no bytes
-  }
-  const auto offset = static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base);
-  for (const Access& access : accesses_) {
-    if (access.device_base == base) {
-      return access.host_base + offset;
-    }
-  }
   void* host = nullptr;
-  OPENREG_CHECK(orMemAccessBegin(base, storage.nbytes(), &host));
-  accesses_.push_back({base, static_cast<char*>(host)});
-  return static_cast<char*>(host) + offset;
+  addresses({&device_tensor}, &host);
+  return host;
 }
 
 } // namespace at::openreg

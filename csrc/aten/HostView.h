@@ -146,16 +146,20 @@ class HostAddresses {
   HostAddresses(const HostAddresses&) = delete;
   HostAddresses& operator=(const HostAddresses&) = delete;
 
+  // host[i] receives the address of device_tensors[i]'s data (null for a
+  // storage without bytes). The storages not open yet are opened with one
+  // batched runtime call (orMemAccessBeginBatch): a kernel's operands,
+  // usually carved from one device allocation, cost one lock and one lookup.
+  void addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host);
   void* address(const at::TensorBase& device_tensor);
 
  private:
-  struct Access {
-    const void* device_base;
-    char* host_base;
-  };
   KernelLaunch launch_;
   std::string_view op_name_;
-  c10::SmallVector<Access, 4> accesses_;
+  // The storages' device and host base addresses, pairwise; the device ones
+  // are what orMemAccessEndBatch closes.
+  c10::SmallVector<const void*, 4> device_bases_;
+  c10::SmallVector<char*, 4> host_bases_;
 };
 
 } // namespace at::openreg

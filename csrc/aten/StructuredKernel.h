@@ -128,8 +128,14 @@ class StructuredKernel final : public Op::Native {
   // path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
+    c10::SmallVector<const at::TensorBase*, 4> tensors;
     for (int i = 0; i < this->ntensors(); ++i) {
-      this->unsafe_replace_operand(i, addresses.address(this->tensor_base(i)));
+      tensors.push_back(&this->tensor_base(i));
+    }
+    c10::SmallVector<void*, 4> host(tensors.size());
+    addresses.addresses(tensors, host.data());
+    for (int i = 0; i < this->ntensors(); ++i) {
+      this->unsafe_replace_operand(i, host[i]);
       this->operands_[i].device = c10::Device(c10::kCPU);
     }
   }

@@ -18,7 +18,10 @@ c10::DeviceIndex device_count_ensure_non_throwing() noexcept {
 }
 
 void check_device_index(c10::DeviceIndex index) {
-  const auto count = device_count();
+  // Runs several times per operator call; the count cannot change (the
+  // runtime reads its environment once), so it is asked once. A failure
+  // (an invalid environment) throws and is asked again next time.
+  static const c10::DeviceIndex count = device_count();
   TORCH_CHECK(
       index >= 0 && index < count,
       "Invalid openreg device index ",

@@ -103,6 +103,17 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
 // be freed while any is open.
 orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr);
 orError_t orMemAccessEnd(const void* devPtr);
+// The same for several ranges of one device at once, as a kernel launch
+// opens its arguments: count orMemAccessBegin(devPtrs[i], sizes[i],
+// &hostPtrs[i]) calls (or count orMemAccessEnd(devPtrs[i]) calls) made under
+// one acquisition of the device's allocation table, so they cost little more
+// than one. All pointers must belong to one device (orErrorInvalidValue
+// otherwise). All or nothing: on any error no access has been opened (or
+// ended), and the message names the failing devPtrs[i]. count 0 succeeds and
+// does nothing; the arrays may then be NULL.
+orError_t orMemAccessBeginBatch(size_t count, const void* const* devPtrs, const size_t* sizes,
+                                void** hostPtrs);
+orError_t orMemAccessEndBatch(size_t count, const void* const* devPtrs);
 
 // Inter-process sharing of device memory, shaped like CUDA's cudaIpc*.
 // orIpcGetMemHandle describes the whole live allocation containing devPtr as

@@ -19,17 +19,6 @@ orError_t checkDevice(const Config& config, int index) {
 
 }  // namespace
 
-Device& device(int index) {
-  // Leaked on purpose, like the configuration: it must outlive static
-  // destruction. Sized for the maximum so it needs no configuration.
-  static Device* const devices = [] {
-    Device* all = new Device[kMaxDevices];
-    for (int i = 0; i < kMaxDevices; ++i) all[i].index = i;
-    return all;
-  }();
-  return devices[index];
-}
-
 int currentDevice() { return current; }
 
 }  // namespace openreg::runtime

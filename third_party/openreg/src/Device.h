@@ -47,8 +47,18 @@ struct Device {
   std::map<uintptr_t, Allocation> allocations;
 };
 
-// Valid for 0 <= index < config.deviceCount.
-Device& device(int index);
+// Valid for 0 <= index < config.deviceCount. Inline: every memory and copy
+// entry point maps pointers to devices through it.
+inline Device& device(int index) {
+  // Leaked on purpose, like the configuration: it must outlive static
+  // destruction. Sized for the maximum so it needs no configuration.
+  static Device* const devices = [] {
+    Device* all = new Device[kMaxDevices];
+    for (int i = 0; i < kMaxDevices; ++i) all[i].index = i;
+    return all;
+  }();
+  return devices[index];
+}
 
 // The device whose arena user view, or one of whose imported ranges,
 // contains address, or null.

@@ -107,6 +107,29 @@ int main() {
     check(orMemAccessEnd(ptr));
   });
   std::printf("orMemAccessBegin+End                         %10.1f ns\n", access);
+  // A small kernel's three operands, in one allocation: three single
+  // accesses against one batch.
+  const void* operands[] = {ptr, static_cast<char*>(ptr) + 64, static_cast<char*>(ptr) + 128};
+  const size_t sizes[] = {64, 64, 64};
+  void* hosts[3] = {};
+  const double singles = medianNanoseconds(1000, 1000, [&] {
+    for (int i = 0; i < 3; ++i) check(orMemAccessBegin(operands[i], sizes[i], &hosts[i]));
+    for (int i = 0; i < 3; ++i) check(orMemAccessEnd(operands[i]));
+  });
+  std::printf("orMemAccessBegin+End x 3                     %10.1f ns\n", singles);
+  const double batch = medianNanoseconds(1000, 1000, [&] {
+    check(orMemAccessBeginBatch(3, operands, sizes, hosts));
+    check(orMemAccessEndBatch(3, operands));
+  });
+  std::printf("orMemAccessBeginBatch+EndBatch of 3          %10.1f ns\n", batch);
+  // What item() costs the runtime: the wait for an idle stream and the copy
+  // of one element.
+  float element = 0;
+  const double read = medianNanoseconds(1000, 1000, [&] {
+    check(orStreamSynchronize(nullptr));
+    check(orMemcpy(&element, ptr, sizeof(element), orMemcpyDeviceToHost));
+  });
+  std::printf("orStreamSynchronize+orMemcpy DtoH 4 bytes    %10.1f ns\n", read);
   check(orFree(ptr));
 
   const size_t size = size_t{256} << 20;

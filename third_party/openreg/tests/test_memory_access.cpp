@@ -1,5 +1,5 @@
 // Reaching device memory: the protected user view faults, pointer attributes,
-// and scoped host access (orMemAccessBegin / orMemAccessEnd).
+// and scoped host access (orMemAccessBegin / orMemAccessEnd, and their batches).
 #include <signal.h>
 
 #include "harness.h"
@@ -140,6 +140,129 @@ void testScopedAccess() {
   CHECK(readBack(ptr, kSize) == expected);
   CHECK_ERR(orMemAccessEnd(ptr), orErrorIllegalState);  // every begin was ended
   CHECK_OK(orFree(ptr));
+}
+
+// The open access count of the allocation at ptr, counted by ending
+// accesses until none is left, then reopening as many.
+size_t openAccesses(void* ptr) {
+  size_t open = 0;
+  while (orMemAccessEnd(ptr) == orSuccess) ++open;
+  for (size_t i = 0; i < open; ++i) {
+    void* host = nullptr;
+    CHECK_OK(orMemAccessBegin(ptr, 0, &host));
+  }
+  return open;
+}
+
+void testBatchedAccess() {
+  void* first = nullptr;
+  void* second = nullptr;
+  CHECK_OK(orMalloc(&first, 2 * kPage));
+  CHECK_OK(orMalloc(&second, kPage));
+  const std::vector<unsigned char> data = pattern(kPage, 3);
+  CHECK_OK(orMemcpy(second, data.data(), kPage, orMemcpyHostToDevice));
+
+  // Three ranges, two in one allocation (one of them empty), like a kernel's
+  // output and inputs: each gets the host view orMemAccessBegin would give.
+  const void* ptrs[] = {offset(first, kPage), second, first};
+  const size_t sizes[] = {kPage, kPage, 0};
+  void* hosts[3] = {};
+  CHECK_OK(orMemAccessBeginBatch(3, ptrs, sizes, hosts));
+  for (size_t i = 0; i < 3; ++i) {
+    void* alone = nullptr;
+    CHECK_OK(orMemAccessBegin(ptrs[i], sizes[i], &alone));
+    CHECK(alone == hosts[i]);
+    CHECK_OK(orMemAccessEnd(ptrs[i]));
+  }
+  CHECK(std::memcmp(hosts[1], data.data(), kPage) == 0);
+  std::memset(hosts[0], 4, kPage);
+  CHECK(readBack(offset(first, kPage), kPage) == std::vector<unsigned char>(kPage, 4));
+  CHECK(openAccesses(first) == 2);
+  CHECK(openAccesses(second) == 1);
+  CHECK_OK(orMemAccessEndBatch(3, ptrs));
+  CHECK(openAccesses(first) == 0);
+  CHECK_ERR(orMemAccessEndBatch(3, ptrs), orErrorIllegalState);  // end without begin
+  CHECK_MESSAGE_HAS("no open host access for devPtrs[0]");
+
+  // Empty batches need no arrays.
+  CHECK_OK(orMemAccessBeginBatch(0, nullptr, nullptr, nullptr));
+  CHECK_OK(orMemAccessEndBatch(0, nullptr));
+  CHECK_ERR(orMemAccessBeginBatch(1, ptrs, sizes, nullptr), orErrorInvalidValue);
+  CHECK_ERR(orMemAccessBeginBatch(1, nullptr, sizes, hosts), orErrorInvalidValue);
+  CHECK_ERR(orMemAccessEndBatch(1, nullptr), orErrorInvalidValue);
+
+  // All or nothing: an error at any pointer leaves every count as it was,
+  // and the message names the pointer.
+  int local = 0;
+  const void* hostPointer[] = {first, &local};
+  const size_t two[] = {1, 1};
+  CHECK_ERR(orMemAccessBeginBatch(2, hostPointer, two, hosts), orErrorInvalidDevicePointer);
+  CHECK_MESSAGE_HAS("devPtrs[1]");
+  const void* beyond[] = {first, second, offset(second, 1)};
+  const size_t tooLong[] = {1, 1, kPage};
+  CHECK_ERR(orMemAccessBeginBatch(3, beyond, tooLong, hosts), orErrorInvalidDevicePointer);
+  CHECK_MESSAGE_HAS("devPtrs[2]");
+  CHECK_MESSAGE_HAS("exceeds its allocation");
+  CHECK(openAccesses(first) == 0);
+  CHECK(openAccesses(second) == 0);
+
+  void* hostsTwo[2] = {};
+  const void* pair[] = {first, second};
+  CHECK_OK(orMemAccessBeginBatch(2, pair, two, hostsTwo));
+  // first is ended once too often in this batch: nothing is ended.
+  const void* overEnd[] = {second, first, first};
+  CHECK_ERR(orMemAccessEndBatch(3, overEnd), orErrorIllegalState);
+  CHECK_MESSAGE_HAS("devPtrs[2]");
+  CHECK(openAccesses(first) == 1);
+  CHECK(openAccesses(second) == 1);
+  CHECK_ERR(orMemAccessEndBatch(2, hostPointer), orErrorInvalidDevicePointer);
+  CHECK(openAccesses(first) == 1);
+  CHECK_OK(orMemAccessEndBatch(2, pair));
+  CHECK_OK(orFree(second));
+  // A freed pointer, after a live one.
+  const void* stale[] = {first, second};
+  CHECK_ERR(orMemAccessBeginBatch(2, stale, two, hostsTwo), orErrorInvalidDevicePointer);
+  CHECK_MESSAGE_HAS("not inside a live allocation");
+  CHECK(openAccesses(first) == 0);
+  CHECK_OK(orFree(first));
+
+  // One batch reaches one device.
+  void* onOther = nullptr;
+  CHECK_OK(orSetDevice(1));
+  CHECK_OK(orMalloc(&onOther, kPage));
+  CHECK_OK(orSetDevice(0));
+  CHECK_OK(orMalloc(&first, kPage));
+  const void* twoDevices[] = {first, onOther};
+  CHECK_ERR(orMemAccessBeginBatch(2, twoDevices, two, hostsTwo), orErrorInvalidValue);
+  CHECK_MESSAGE_HAS("one batch reaches one device");
+  CHECK_ERR(orMemAccessEndBatch(2, twoDevices), orErrorInvalidValue);
+  CHECK(openAccesses(first) == 0);
+  CHECK_OK(orFree(first));
+  CHECK_OK(orFree(onOther));
+
+  // Threads opening and closing batches over shared allocations.
+  CHECK_OK(orMalloc(&first, kPage));
+  CHECK_OK(orMalloc(&second, kPage));
+  CHECK_OK(orMemcpy(second, data.data(), kPage, orMemcpyHostToDevice));
+  std::atomic<int> errors{0};
+  const auto worker = [&] {
+    const void* operands[] = {first, second, second};
+    const size_t bytes[] = {kPage, kPage, kPage};
+    for (int i = 0; i < 50000; ++i) {
+      void* views[3] = {};
+      if (orMemAccessBeginBatch(3, operands, bytes, views) != orSuccess ||
+          std::memcmp(views[2], data.data(), kPage) != 0 ||
+          orMemAccessEndBatch(3, operands) != orSuccess) {
+        errors.fetch_add(1);
+      }
+    }
+  };
+  std::thread one(worker), other(worker);
+  one.join();
+  other.join();
+  CHECK(errors.load() == 0);
+  CHECK_OK(orFree(first));
+  CHECK_OK(orFree(second));
 }
 
 }  // namespace openreg_test

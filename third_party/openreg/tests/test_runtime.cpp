@@ -31,6 +31,7 @@ void testStress();
 void testMemoryProtection();
 void testPointerAttributes();
 void testScopedAccess();
+void testBatchedAccess();
 void testIpc();
 void testErrorStrings();
 void testDevices();
@@ -84,6 +85,7 @@ int main() {
       {"overlapping copy", testOverlappingCopy},
       {"pointer attributes", testPointerAttributes},
       {"scoped access", testScopedAccess},
+      {"batched access", testBatchedAccess},
       {"stress", testStress},
       {"stream basics", testStreamBasics},
       {"stream destroy", testStreamDestroy},
