@@ -1,5 +1,6 @@
-"""The functional TensorIterator operators that run on the CPU fallback (atan2, bitwise_xor, fmod, ...) have
-their CPU kernel allocate the result directly in device memory, so it reaches the device without a copy.
+"""The functional TensorIterator operators that run on the CPU fallback (atan2, bitwise_xor, fmod, ...), and the
+functional operators tagged pointwise that reach it without a kernel of their own (relu, gelu, hardswish, ...),
+have their CPU kernel allocate the result directly in device memory, so it reaches the device without a copy.
 
 The result must still be laid out exactly as on the CPU (dtype, shape, strides, values), its memory must be
 the device's (counted by the allocator, freed with the tensor), the device memory must be closed to the host
@@ -44,6 +45,10 @@ def _cases():
         "signbit_permuted": (torch.signbit, (a,), (lambda t: t.t(),)),
         "atan2_zero_elements": (torch.atan2, (a[:0], a[:0]), (None, None)),
         "atan2_zero_dim": (torch.atan2, (torch.tensor(0.25), torch.tensor(-2.0)), (None, None)),
+        # pointwise operators of the plain fallback
+        "relu_permuted": (torch.relu, (a,), (lambda t: t.t(),)),
+        "gelu_large": (torch.nn.functional.gelu, (torch.randn(64, 300, generator=g),), (None,)),
+        "hardswish_strided_slices": (torch.nn.functional.hardswish, (a,), (lambda t: t[::2, 1:],)),
     }
 
 
@@ -67,11 +72,12 @@ def test_result_equals_cpu_layout_and_values(name):
     assert result.untyped_storage().device.type == DEVICE
 
 
-def test_result_memory_is_the_devices_and_is_freed_with_the_tensor():
+@pytest.mark.parametrize("op", [torch.atan2, lambda a, b: torch.relu(a)], ids=["iterator", "pointwise"])
+def test_result_memory_is_the_devices_and_is_freed_with_the_tensor(op):
     a, b = dev(make_cpu((256,), torch.float32)), dev(make_cpu((256,), torch.float32))
-    torch.atan2(a, b)  # warm the allocator's cache
+    op(a, b)  # warm the allocator's cache
     before = torch.openreg.memory_allocated()
-    result = torch.atan2(a, b)
+    result = op(a, b)
     assert torch.openreg.memory_allocated() - before == result.untyped_storage().nbytes() == 1024
     del result
     assert torch.openreg.memory_allocated() == before

@@ -152,7 +152,8 @@ void run_on_host(
     }
   }
 
-  if (results == KernelAllocations::OnDevice) {
+  if (results == KernelAllocations::OnDevice ||
+      (policy.allocates_only_results && host_key == c10::DispatchKey::CPU)) {
     const AllocateResultsOnDevice on_device;
     op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
   } else {

@@ -31,7 +31,9 @@ namespace at::openreg {
 // (HostResultAllocator.h), it is handed over as is; every other allocation
 // of the kernel then costs device memory too, which suits kernels that
 // allocate little besides their results (the TensorIterator operators of
-// StructuredDefaults.cpp), not those that keep caches or large scratch.
+// StructuredDefaults.cpp, and on dense tensors every functional operator
+// tagged pointwise: OperatorPolicy::allocates_only_results), not those that
+// keep caches or large scratch.
 enum class KernelAllocations { InHostMemory, OnDevice };
 
 void run_on_host(
