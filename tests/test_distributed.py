@@ -101,6 +101,13 @@ def test_init_as_under_torchrun():
         assert styles["cpu:gloo,openreg:orccl"]["cpu_all_reduce"] == [3.0, 3.0]
 
 
+def assert_mismatch_error(rank, case, result, shown):
+    """`result` (one worker case) is the agreement's ValueError on `rank`, naming the ranks' arguments `shown`."""
+    assert result["error"] == "ValueError", (rank, case, result)
+    assert f"on rank {rank}: the ranks passed different arguments" in result["message"], case
+    assert shown in result["message"], (case, result["message"])
+
+
 def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("mismatch",))
     for r in ranks:
@@ -113,9 +120,7 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
                             ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
                             ("operation", "rank 0: ALLREDUCE("),
                             ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
-            assert cases[case]["error"] == "ValueError", (r.rank, case, cases[case])
-            assert f"on rank {r.rank}: the ranks passed different arguments" in cases[case]["message"], case
-            assert shown in cases[case]["message"], (case, cases[case]["message"])
+            assert_mismatch_error(r.rank, case, cases[case], shown)
         assert cases["cpu tensor"]["error"] == "RuntimeError"
         assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
         other = f"openreg:{1 - r.rank}"
@@ -140,9 +145,7 @@ def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
                             ("predicted dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
                             ("predicted async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
                             ("predicted async numel future", "Float[1004])")):
-            assert cases[case]["error"] == "ValueError", (r.rank, case, cases[case])
-            assert f"on rank {r.rank}: the ranks passed different arguments" in cases[case]["message"], case
-            assert shown in cases[case]["message"], (case, cases[case]["message"])
+            assert_mismatch_error(r.rank, case, cases[case], shown)
         for i in range(3):
             refusal = cases[f"repeated refusal {i}"]
             assert refusal["error"] == "RuntimeError", refusal
