@@ -63,7 +63,6 @@ class CallPrediction {
   };
 
  private:
-
   // The call predicted to come next, or nullptr.
   const Agreed* predicted() const;
   // Every rank records the same agreed calls, in the same order.
