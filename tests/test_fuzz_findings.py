@@ -183,6 +183,17 @@ def _assert_same_nan_equal(actual, expected):
     assert torch.equal(actual.isnan().cpu(), expected.isnan())
 
 
+def _on_cpu_then_device(run):
+    """(run(DEVICE), run("cpu")); None when the CPU refuses the call, after checking that openreg refuses it alike."""
+    try:
+        expected = run("cpu")
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            run(DEVICE)
+        return None
+    return run(DEVICE), expected
+
+
 BINARY_ITERATOR_OPERATORS = {
     "bitwise_xor": torch.bitwise_xor,
     "bitwise_and": torch.bitwise_and,
@@ -209,14 +220,9 @@ BINARY_ITERATOR_OPERATORS = {
 @pytest.mark.parametrize("name", sorted(BINARY_ITERATOR_OPERATORS))
 def test_promoting_binary_operator_lays_out_its_result_as_the_cpu(name, layout):
     operator = BINARY_ITERATOR_OPERATORS[name]
-    expected = None
-    with contextlib.suppress(RuntimeError):
-        expected = operator(*_layouts("cpu")[layout])
-    if expected is None:  # this dtype pair is refused on the CPU: openreg refuses it alike
-        with pytest.raises(RuntimeError):
-            operator(*_layouts(DEVICE)[layout])
-        return
-    _assert_same_nan_equal(operator(*_layouts(DEVICE)[layout]), expected)
+    results = _on_cpu_then_device(lambda device: operator(*_layouts(device)[layout]))
+    if results is not None:  # else this dtype pair is refused on the CPU, and on openreg alike
+        _assert_same_nan_equal(*results)
 
 
 @pytest.mark.parametrize("name", ["asin", "erf", "sinh", "sigmoid", "signbit", "isposinf", "frac", "logical_not"])
@@ -226,14 +232,9 @@ def test_unary_operator_of_a_promoted_expanded_input_lays_out_its_result_as_the_
         x = _seeded((1, 3, 1, 2), torch.int64, 7).to(device).permute(0, 3, 1, 2).expand(5, 2, 3, 1)
         return getattr(torch, name)(x)
 
-    expected = None
-    with contextlib.suppress(RuntimeError):
-        expected = run("cpu")
-    if expected is None:
-        with pytest.raises(RuntimeError):
-            run(DEVICE)
-        return
-    _assert_same_nan_equal(run(DEVICE), expected)
+    results = _on_cpu_then_device(run)
+    if results is not None:
+        _assert_same_nan_equal(*results)
 
 
 def test_promoting_operator_backward_matches_cpu():
@@ -307,13 +308,9 @@ def test_integer_tensor_that_requires_grad_matches_cpu(operator):
         assert x.requires_grad
         return operator(x)
 
-    expected = None
-    with contextlib.suppress(RuntimeError):
-        expected = run("cpu")
-    if expected is None:
-        with pytest.raises(RuntimeError):
-            run(DEVICE)
+    results = _on_cpu_then_device(run)
+    if results is None:
         return
-    actual = run(DEVICE)
+    actual, expected = results
     assert actual.requires_grad == expected.requires_grad
     assert_same(actual.detach(), expected.detach())
