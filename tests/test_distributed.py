@@ -138,14 +138,19 @@ def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
     for r in ranks:
         cases = {result["case"]: result for result in r.results}
         for case in ("repeated", "all ranks differ from the prediction", "prediction after the change",
-                     "after the errors", "after the refusals",
+                     "after the errors", "after the refusals", "data with a NaN where the mark goes",
+                     "half and bfloat16 sums", "after the reduction error",
                      "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
             assert cases[case]["equal"] is True, (r.rank, case)
         for case, shown in (("predicted numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
                             ("predicted dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
                             ("predicted async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("predicted async numel future", "Float[1004])")):
+                            ("predicted async numel future", "Float[1004])"),
+                            ("predicted reduction", "Float[4]), rank 1: ALLREDUCE(reduce_op=4; Float[4])")):
             assert_mismatch_error(r.rank, case, cases[case], shown)
+        # The three floating-point sums need no agreement beside them; the three integer sums do.
+        works = cases["gloo works of six predicted calls"]
+        assert (works["all_reduce"], works["all_gather"]) == (6, 3), works
         for i in range(3):
             refusal = cases[f"repeated refusal {i}"]
             assert refusal["error"] == "RuntimeError", refusal

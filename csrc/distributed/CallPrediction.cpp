@@ -33,6 +33,20 @@ CallPrediction::Works replayed(const CallPrediction::Agreed& prediction, Backend
   }
 }
 
+// Waits for the works of a self-checking call; false if one failed (the
+// call's Work reports that failure, naming the peers that are gone).
+bool transferred(const CallPrediction::Works& works) {
+  bool done = true;
+  for (const auto& work : works) {
+    try {
+      work->wait();
+    } catch (...) {
+      done = false;
+    }
+  }
+  return done;
+}
+
 } // namespace
 
 CallPrediction::Works CallPrediction::agree_and_issue(
@@ -41,7 +55,9 @@ CallPrediction::Works CallPrediction::agree_and_issue(
     const PeerProcesses& peers,
     c10::Device device,
     const Issue& issue,
-    Issue replay) {
+    Issue replay,
+    const Marked& marked) {
+  const bool self_checking = static_cast<bool>(marked);
   const Agreed* prediction = predicted();
   if (prediction == nullptr) {
     try {
@@ -50,7 +66,7 @@ CallPrediction::Works CallPrediction::agree_and_issue(
       disagreed();
       throw;
     }
-    agreed(signature, std::move(replay));
+    agreed(signature, std::move(replay), self_checking);
     return issue(gloo);
   }
   // Every rank posts the predicted call's bytes: its own call, or the replay.
@@ -70,6 +86,20 @@ CallPrediction::Works CallPrediction::agree_and_issue(
   } else {
     issued = replayed(*prediction, gloo);
   }
+  if (prediction->self_checking) {
+    // Every rank decides alike from the same result bytes whether to agree.
+    if (!transferred(issued)) {
+      disagreed();
+      if (refusal) {
+        std::rethrow_exception(refusal);
+      }
+      return issued;
+    }
+    if (as_predicted && !refusal && !marked()) {
+      agreed(signature, std::move(replay), self_checking);
+      return issued;
+    }
+  }
   PendingAgreement pending = signature.start_agreement(gloo, refusal != nullptr);
   try {
     signature.finish_agreement(pending, gloo, peers, device);
@@ -81,7 +111,7 @@ CallPrediction::Works CallPrediction::agree_and_issue(
     }
     throw;
   }
-  agreed(signature, std::move(replay));
+  agreed(signature, std::move(replay), self_checking);
   if (refusal) {
     // Every rank's gloo refused the same call.
     drain(issued);
@@ -104,13 +134,13 @@ const CallPrediction::Agreed* CallPrediction::predicted() const {
   return next == next_.end() ? nullptr : &next->second;
 }
 
-void CallPrediction::agreed(const CallSignature& signature, Issue replay) {
+void CallPrediction::agreed(const CallSignature& signature, Issue replay, bool self_checking) {
   if (last_) {
     if (replay) {
       if (next_.size() >= kMaxHistory && next_.find(*last_) == next_.end()) {
         next_.clear();
       }
-      next_[*last_] = Agreed{signature.words(), std::move(replay)};
+      next_[*last_] = Agreed{signature.words(), std::move(replay), self_checking};
     } else {
       next_.erase(*last_);
     }

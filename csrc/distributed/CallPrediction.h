@@ -34,6 +34,16 @@
 // unspecified values) and the next call agrees before it is issued again.
 // Only calls whose signature determines every byte count can be replayed on
 // scratch tensors, and only those are predicted.
+//
+// A self-checking call needs no agreement beside it when every rank passed
+// the predicted call: a floating-point SUM all-reduce, whose replay carries a
+// NaN in its first element. The sum is NaN wherever a term is, on every rank
+// alike (gloo's all-reduce leaves every rank the same bytes), so once the
+// transfer is done each rank reads its result's first element: a number means
+// every rank issued its own call with these arguments, and the call is done
+// with one gloo work, as on CPU tensors; a NaN (a rank replayed, or the data
+// holds one there) makes every rank run the agreement after the transfer, as
+// above.
 namespace c10d::openreg {
 
 class CallPrediction {
@@ -41,32 +51,38 @@ class CallPrediction {
   using Works = std::vector<c10::intrusive_ptr<Work>>;
   // Issues a call to gloo and returns gloo's works.
   using Issue = std::function<Works(Backend& gloo)>;
+  // Reads whether the issued call's result carries the replay's mark.
+  using Marked = std::function<bool()>;
 
   // Agrees with the other ranks on `signature` and issues the call (`issue`),
   // on a prediction beside the agreement; `replay` issues the same call on
-  // scratch tensors, or is empty if the call cannot be replayed. Returns the
-  // call's gloo works; raises the agreement's errors. Called for the group's
-  // calls one at a time, in call order (the launcher's turn): the prediction
-  // for a call needs the previous call's agreement.
+  // scratch tensors, or is empty if the call cannot be replayed. `marked` is
+  // set for a self-checking call (its replay marks the result on every rank)
+  // and reads the mark from this call's result. Returns the call's gloo
+  // works; raises the agreement's errors. Called for the group's calls one at
+  // a time, in call order (the launcher's turn): the prediction for a call
+  // needs the previous call's agreement.
   Works agree_and_issue(
       const CallSignature& signature,
       Backend& gloo,
       const PeerProcesses& peers,
       c10::Device device,
       const Issue& issue,
-      Issue replay);
+      Issue replay,
+      const Marked& marked);
 
   // An agreed call, as the history keeps it.
   struct Agreed {
     std::vector<int64_t> words;
     Issue replay;
+    bool self_checking;
   };
 
  private:
   // The call predicted to come next, or nullptr.
   const Agreed* predicted() const;
   // Every rank records the same agreed calls, in the same order.
-  void agreed(const CallSignature& signature, Issue replay);
+  void agreed(const CallSignature& signature, Issue replay, bool self_checking);
   // After a failed agreement nothing is predicted until a call agrees.
   void disagreed() {
     last_.reset();

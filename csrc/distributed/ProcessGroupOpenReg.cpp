@@ -88,9 +88,15 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, con
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, const AllreduceOptions& opts) {
   CollectiveCall call(*this, "allreduce", OpType::ALLREDUCE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
-    return gloo.allreduce(hosts, opts);
-  });
+  // A sum is NaN wherever one of its terms is (DDP's gradient buckets).
+  const bool self_checking = opts.reduceOp == ReduceOp::SUM && !tensors.empty() &&
+      tensors.front().is_floating_point() && tensors.front().numel() > 0;
+  return call.launch_predictable(
+      opts.asyncOp,
+      tensors,
+      tensors,
+      [opts](Backend& gloo, TensorList& hosts) { return gloo.allreduce(hosts, opts); },
+      self_checking);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(

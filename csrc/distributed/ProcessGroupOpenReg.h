@@ -30,7 +30,8 @@
 // gloo itself checks none of it, and a mismatch there hangs, corrupts, or
 // kills the process from a gloo thread. A mismatch raises on every rank,
 // naming each rank's arguments; a call predicted from the agreed history is
-// issued beside its agreement (CallPrediction.h). An asynchronous collective agrees and launches
+// issued beside its agreement, or for a floating-point sum checked by its own
+// result (CallPrediction.h). An asynchronous collective agrees and launches
 // on the group's launcher thread (CollectiveLauncher.h), so the call returns
 // at once. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {

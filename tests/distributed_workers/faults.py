@@ -111,6 +111,37 @@ def predicted():
     expect_error("predicted async numel", work.wait)
     expect_error("predicted async numel future", future.wait)
     report(case="after the errors", equal=repeated_all_reduce(4))
+    # Floating-point sums check themselves (docs/distributed.md): a replay marks the result with a NaN. Data that
+    # holds a NaN where the mark goes must give the CPU's result, not an error; a rank that leaves the predicted
+    # sum for another reduction must raise on every rank.
+    ok = True
+    for i in range(3):
+        t = (torch.arange(5.0) + RANK + i).to(DEV)
+        if RANK == 0:
+            t[0] = float("nan")
+        dist.all_reduce(t)
+        expected = sum(torch.arange(5.0) + r + i for r in range(world))
+        expected[0] = float("nan")
+        ok = ok and torch.equal(t.cpu().isnan(), expected.isnan()) and torch.equal(t.cpu()[1:], expected[1:])
+    report(case="data with a NaN where the mark goes", equal=ok)
+    # A predicted sum is one gloo work; an integer one still has its agreement's allgather beside it. The two
+    # alternate, so that each predicts the other.
+    for _ in range(3):
+        repeated_all_reduce(4, times=1)
+        repeated_all_reduce(4, times=1, dtype=torch.int64)
+    with torch.profiler.profile() as profile:
+        for _ in range(3):
+            repeated_all_reduce(4, times=1)
+            repeated_all_reduce(4, times=1, dtype=torch.int64)
+    names = [event.name for event in profile.events()]
+    report(case="gloo works of six predicted calls", all_reduce=names.count("gloo:all_reduce"),
+           all_gather=names.count("gloo:all_gather"))
+    report(case="half and bfloat16 sums", equal=repeated_all_reduce(5, dtype=torch.float16)
+           and repeated_all_reduce(5, dtype=torch.bfloat16))
+    repeated_all_reduce(4)
+    expect_error("predicted reduction", lambda: dist.all_reduce(
+        torch.ones(4, device=DEV), op=(dist.ReduceOp.SUM, dist.ReduceOp.MAX)[RANK]))
+    report(case="after the reduction error", equal=repeated_all_reduce(4))
     # A call gloo refuses (an output of the wrong size), repeated so that it is predicted: gloo's error each
     # time, on every rank.
     for i in range(3):
