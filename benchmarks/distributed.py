@@ -8,7 +8,9 @@ benchmarks/run.py calls measure() once per setting and merges the groups into it
   CPU tensors of the same size;
 - ddp: a DistributedDataParallel training step of run.py's MLP, batch 128 per rank; the ratio is openreg's time
   over the CPU's.
-torchrun gives each rank one intra-op thread (OMP_NUM_THREADS=1), so two ranks share the two cores.
+torchrun gives each rank one intra-op thread (OMP_NUM_THREADS=1), so two ranks share the two cores. The DDP step
+is sampled one step at a time (run.REPEATS): this harness timing CPU against CPU reported 0.95x-1.19x with samples
+of 3 steps, 0.96x-1.08x with single steps (docs/performance.md, "Distributed").
 """
 import argparse
 import json
