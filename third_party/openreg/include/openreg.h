@@ -80,7 +80,11 @@ orError_t orDeviceIsInitialized(int device, int* initialized);
 // Device memory, on the current device. Allocations are page-granular and
 // page-aligned; size 0 yields NULL and succeeds. orFree(NULL) succeeds.
 // orFree first waits for the work queued on the device's streams (as cudaFree
-// synchronizes), so no queued copy can touch freed memory.
+// synchronizes), so no queued copy can touch freed memory, and returns once
+// no synchronous copy another thread started on the allocation is still
+// running: after orFree returns, every entry point refuses the pointer.
+// Copies, scoped accesses and attribute queries take no lock; orMalloc and
+// orFree serialize per device (docs/design.md, section 1).
 orError_t orMalloc(void** devPtr, size_t size);
 orError_t orFree(void* devPtr);
 // Free and total bytes of the current device.
@@ -105,8 +109,9 @@ orError_t orMemAccessBegin(const void* devPtr, size_t size, void** hostPtr);
 orError_t orMemAccessEnd(const void* devPtr);
 // The same for several ranges of one device at once, as a kernel launch
 // opens its arguments: count orMemAccessBegin(devPtrs[i], sizes[i],
-// &hostPtrs[i]) calls (or count orMemAccessEnd(devPtrs[i]) calls) made under
-// one acquisition of the device's allocation table, so they cost little more
+// &hostPtrs[i]) calls (or count orMemAccessEnd(devPtrs[i]) calls) made
+// against one snapshot of the device's allocation table, with one atomic
+// update per run of pointers into one allocation, so they cost little more
 // than one. All pointers must belong to one device (orErrorInvalidValue
 // otherwise). All or nothing: on any error no access has been opened (or
 // ended), and the message names the failing devPtrs[i]. count 0 succeeds and

@@ -1,32 +1,86 @@
 #include "DeviceMemory.h"
 
-#include <iterator>
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include "Error.h"
 #include "HostMemory.h"
+#include "ReadSection.h"
 #include "Stream.h"
 
 namespace openreg::runtime {
 
-Allocation* findAllocation(Device& device, uintptr_t address, size_t bytes, const char* context,
-                           const char* role, uintptr_t* base) {
-  if (Allocation* allocation = lookupAllocation(device, address, bytes, base)) return allocation;
-  const auto next = device.allocations.upper_bound(address);
-  if (next == device.allocations.begin() ||
-      address - std::prev(next)->first >= std::prev(next)->second.size) {
-    fail(orErrorInvalidDevicePointer, "%s: the %s %p is not inside a live allocation of device %d",
-         context, role, reinterpret_cast<void*>(address), device.index);
+orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context,
+                              const char* role) {
+  return fail(orErrorInvalidDevicePointer,
+              "%s: the %s %p is not inside a live allocation of device %d", context, role,
+              reinterpret_cast<void*>(address), device.index);
+}
+
+namespace {
+
+// With device.mutex held: publishes table, keeping the replaced one until
+// readers are done with it.
+void publish(Device& device, const AllocationTable* table) {
+  if (const AllocationTable* replaced = device.allocations.load(std::memory_order_relaxed)) {
+    device.retired.push_back(replaced);
+  }
+  device.allocations.store(table, std::memory_order_release);
+}
+
+// With device.mutex held, after waitForReaders(): no reader holds a retired table.
+void deleteRetired(Device& device) {
+  for (const AllocationTable* table : device.retired) delete table;
+  device.retired.clear();
+}
+
+// Retired tables kept before orMalloc waits for readers itself; orFree waits
+// anyway and deletes them then. Bounds the memory that allocation-only
+// stretches hold in old tables.
+constexpr size_t kMaxRetiredTables = 16;
+
+}  // namespace
+
+Allocation* findAllocation(const Device& device, const AllocationTable& table, uintptr_t address,
+                           size_t bytes, const char* context, const char* role, uintptr_t* base) {
+  if (Allocation* allocation = lookupAllocation(table, address, bytes, base)) return allocation;
+  uintptr_t start;
+  const Allocation* allocation = lookupAllocation(table, address, 0, &start);
+  if (allocation == nullptr) {
+    notInsideAllocation(device, address, context, role);
     return nullptr;
   }
-  const auto& [start, allocation] = *std::prev(next);
   fail(orErrorInvalidDevicePointer,
        "%s: the %s range [%p, +%zu bytes) exceeds its allocation [%p, %p) of device %d", context,
        role, reinterpret_cast<void*>(address), bytes, reinterpret_cast<void*>(start),
-       reinterpret_cast<void*>(start + allocation.size), device.index);
+       reinterpret_cast<void*>(start + allocation->size), device.index);
   return nullptr;
+}
+
+void insertAllocation(Device& device, uintptr_t base, Allocation* allocation) {
+  const AllocationTable& current = *currentAllocations(device);
+  auto* table = new AllocationTable(current);
+  table->entries.insert(table->entries.begin() + (current.after(base) - current.entries.begin()),
+                        {base, allocation});
+  publish(device, table);
+  if (device.retired.size() >= kMaxRetiredTables) {
+    waitForReaders();
+    deleteRetired(device);
+  }
+}
+
+void removeAllocation(Device& device, uintptr_t base) {
+  const AllocationTable& current = *currentAllocations(device);
+  auto* table = new AllocationTable(current);
+  const auto at = table->entries.begin() + (current.after(base) - current.entries.begin() - 1);
+  Allocation* removed = at->allocation;
+  table->entries.erase(at);
+  publish(device, table);
+  waitForReaders();
+  deleteRetired(device);
+  delete removed;
 }
 
 }  // namespace openreg::runtime
@@ -77,28 +131,58 @@ struct Accesses {
     return orSuccess;
   }
 
-  // With dev.mutex held: the allocation holding [address(i), +bytes),
-  // trying the previous pointer's first (a call's arguments often share one)
-  // before the table. Records a message naming pointer i if there is none.
-  Allocation* find(Device& dev, size_t i, size_t bytes, Allocation* previous,
+  // Inside a ReadSection: the allocation of table holding [address(i),
+  // +bytes), trying the previous pointer's (at *base) first, since a call's
+  // arguments often share one. Null if there is none.
+  Allocation* find(const AllocationTable& table, size_t i, size_t bytes, Allocation* previous,
                    uintptr_t* base) const {
     const uintptr_t offset = address(i) - *base;
     if (previous != nullptr && offset < previous->size && bytes <= previous->size - offset) {
       return previous;
     }
-    if (Allocation* allocation = lookupAllocation(dev, address(i), bytes, base)) return allocation;
-    return findAllocation(dev, address(i), bytes, api, role(i).c_str(), base);
+    return lookupAllocation(table, address(i), bytes, base);
   }
 
-  // With dev.mutex held, after an error at pointer n: undoes what the first
-  // n pointers did to their allocations' counts (delta -1 after begins, +1
-  // after ends). No allocation can have been freed meanwhile: the lock is held.
-  void undo(Device& dev, size_t n, int delta) const {
+  // Records why find failed for pointer i.
+  [[gnu::noinline]] void reportMissing(const Device& dev, const AllocationTable& table, size_t i,
+                                       size_t bytes) const {
     uintptr_t base;
-    for (size_t i = 0; i < n; ++i) {
-      lookupAllocation(dev, address(i), 0, &base)->openAccesses.fetch_add(
-          static_cast<uint32_t>(delta), std::memory_order_relaxed);
+    findAllocation(dev, table, address(i), bytes, api, role(i).c_str(), &base);
+  }
+
+  // Calls apply(allocation, base, first, end) for every run [first, end) of
+  // consecutive pointers into one allocation among the first `limit`, in
+  // order, stopping at a pointer outside every allocation or at apply's first
+  // error. Runs are what the counts are updated by: one atomic instruction
+  // per run, not per pointer (locked instructions cost tens of ordinary
+  // instructions' time each). sizes may be null (all 0).
+  template <typename Apply>
+  orError_t forEachRun(const Device& dev, const AllocationTable& table, const size_t* sizes,
+                       size_t limit, Apply&& apply) const {
+    Allocation* run = nullptr;
+    uintptr_t runBase = 0, base = 0;
+    size_t first = 0;
+    for (size_t i = 0; i <= limit; ++i) {
+      Allocation* allocation = nullptr;
+      if (i < limit) {
+        const size_t bytes = sizes != nullptr ? sizes[i] : 0;
+        allocation = find(table, i, bytes, run, &base);
+        if (allocation == nullptr) {
+          reportMissing(dev, table, i, bytes);
+          return orErrorInvalidDevicePointer;
+        }
+      }
+      if (allocation == run) continue;
+      if (run != nullptr) {
+        if (const orError_t error = apply(*run, runBase, first, i); error != orSuccess) {
+          return error;
+        }
+      }
+      run = allocation;
+      runBase = base;
+      first = i;
     }
+    return orSuccess;
   }
 };
 
@@ -114,28 +198,40 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
   const Accesses accesses{api, batch, count, devPtrs};
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
-  std::shared_lock lock(dev->mutex);
-  // Consecutive pointers into one allocation are counted with one atomic
-  // update (locked instructions cost tens of instructions' time each).
-  Allocation* allocation = nullptr;
-  uint32_t pending = 0;
-  uintptr_t base = 0;
-  for (size_t i = 0; i < count; ++i) {
-    Allocation* const previous = allocation;
-    allocation = accesses.find(*dev, i, sizes[i], previous, &base);
-    if (allocation != previous && pending != 0) {
-      previous->openAccesses.fetch_add(pending, std::memory_order_relaxed);
-      pending = 0;
-    }
-    if (allocation == nullptr) {
-      accesses.undo(*dev, i, -1);
-      return orErrorInvalidDevicePointer;
-    }
-    ++pending;
-    hostPtrs[i] = allocation->hostAddress(accesses.address(i));
+  const ReadSection section;
+  const AllocationTable& table = *currentAllocations(*dev);
+  // All pointers are found before any count changes, so a bad one leaves
+  // every count as it was (and no concurrent orFree sees a passing count).
+  if (const orError_t error = accesses.forEachRun(
+          *dev, table, sizes, count,
+          [&](const Allocation& allocation, uintptr_t, size_t first, size_t end) {
+            for (size_t i = first; i < end; ++i) {
+              hostPtrs[i] = allocation.hostAddress(accesses.address(i));
+            }
+            return orSuccess;
+          });
+      error != orSuccess) {
+    return error;
   }
-  allocation->openAccesses.fetch_add(pending, std::memory_order_relaxed);
-  return orSuccess;
+  // Counting fails only for an allocation that orFree released meanwhile.
+  size_t counted = 0;
+  const orError_t error = accesses.forEachRun(
+      *dev, table, sizes, count, [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+        if (!allocation.addUses(end - first)) {
+          return notInsideAllocation(*dev, accesses.address(first), api,
+                                     accesses.role(first).c_str());
+        }
+        counted = end;
+        return orSuccess;
+      });
+  if (error != orSuccess) {
+    accesses.forEachRun(*dev, table, sizes, counted,
+                        [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+                          allocation.uses.fetch_sub(end - first, std::memory_order_relaxed);
+                          return orSuccess;
+                        });
+  }
+  return error;
 }
 
 orError_t endAccesses(const char* api, bool batch, size_t count, const void* const* devPtrs) {
@@ -146,40 +242,62 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   const Accesses accesses{api, batch, count, devPtrs};
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
-  std::shared_lock lock(dev->mutex);
-  // As in beginAccesses: one atomic update per run of pointers into one
-  // allocation, the run starting at pointer `first`.
-  Allocation* allocation = nullptr;
-  size_t first = 0;
-  uintptr_t base = 0;
-  for (size_t i = 0; i <= count; ++i) {
-    Allocation* const previous = allocation;
-    const uintptr_t previousBase = base;
-    if (i < count) allocation = accesses.find(*dev, i, 0, previous, &base);
-    if (previous != nullptr && (allocation != previous || i == count)) {
-      const uint32_t run = static_cast<uint32_t>(i - first);
-      // Other threads may end their own accesses concurrently: never go below 0.
-      uint32_t open = previous->openAccesses.load(std::memory_order_relaxed);
-      do {
-        if (open < run) {
-          accesses.undo(*dev, first, +1);
-          const size_t failing = first + open;
-          return fail(orErrorIllegalState,
-                      "%s: allocation %p (%zu bytes) of device %d has no open host access for "
-                      "%s%p",
-                      api, reinterpret_cast<void*>(previousBase), previous->size, dev->index,
-                      batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
-        }
-      } while (!previous->openAccesses.compare_exchange_weak(open, open - run,
-                                                             std::memory_order_relaxed));
-      first = i;
+  const ReadSection section;
+  const AllocationTable& table = *currentAllocations(*dev);
+  // Error unless the run's allocation has as many open accesses as the run
+  // has pointers (the released one has none).
+  const auto checkOpen = [&](const Allocation& allocation, uintptr_t base, size_t first,
+                             size_t end, uint64_t uses) {
+    if ((uses & Allocation::kReleased) != 0) {
+      return notInsideAllocation(*dev, accesses.address(first), api,
+                                 accesses.role(first).c_str());
     }
-    if (i < count && allocation == nullptr) {
-      accesses.undo(*dev, first, +1);
-      return orErrorInvalidDevicePointer;
-    }
+    const uint32_t open = Allocation::openAccesses(uses);
+    if (open >= end - first) return orSuccess;
+    const size_t failing = first + open;
+    return fail(orErrorIllegalState,
+                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
+                reinterpret_cast<void*>(base), allocation.size, dev->index,
+                batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
+  };
+  // Checked before any count changes, so ending what is not open changes
+  // nothing (and no concurrent orFree sees a count that is later restored).
+  if (const orError_t error = accesses.forEachRun(
+          *dev, table, nullptr, count,
+          [&](const Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+            return checkOpen(allocation, base, first, end,
+                             allocation.uses.load(std::memory_order_relaxed));
+          });
+      error != orSuccess) {
+    return error;
   }
-  return orSuccess;
+  // Fails only if other threads ended the same accesses meanwhile: never
+  // below 0. Release: an orFree that sees the count reach 0 also sees the
+  // host-side reads and writes of the accesses done.
+  size_t ended = 0;
+  const orError_t error = accesses.forEachRun(
+      *dev, table, nullptr, count,
+      [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+        uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
+        do {
+          if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
+              failed != orSuccess) {
+            return failed;
+          }
+        } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
+                                                        std::memory_order_release,
+                                                        std::memory_order_relaxed));
+        ended = end;
+        return orSuccess;
+      });
+  if (error != orSuccess) {
+    accesses.forEachRun(*dev, table, nullptr, ended,
+                        [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+                          allocation.uses.fetch_add(end - first, std::memory_order_relaxed);
+                          return orSuccess;
+                        });
+  }
+  return error;
 }
 
 }  // namespace
@@ -193,7 +311,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
     return orSuccess;
   }
   Device& dev = device(currentDevice());
-  std::unique_lock lock(dev.mutex);
+  std::lock_guard lock(dev.mutex);
   Arena* arena = dev.arena.load(std::memory_order_relaxed);
   // Requests beyond the capacity fail without creating the arena (and before
   // rounding, which could overflow).
@@ -206,7 +324,7 @@ orError_t orMalloc(void** devPtr, size_t size) {
     }
     const size_t bytes = config->roundUpToPage(size);
     if (const std::optional<uintptr_t> address = arena->allocate(bytes)) {
-      dev.allocations.try_emplace(*address, bytes, arena->hostDelta());
+      insertAllocation(dev, *address, new Allocation(bytes, arena->hostDelta()));
       *devPtr = reinterpret_cast<void*>(*address);
       return orSuccess;
     }
@@ -232,29 +350,32 @@ orError_t orFree(void* devPtr) {
   synchronizeDevice(dev->index);
   for (;;) {
     std::unique_lock lock(dev->mutex);
-    const auto it = dev->allocations.find(address);
-    if (it == dev->allocations.end()) {
+    uintptr_t base;
+    Allocation* allocation = lookupAllocation(*currentAllocations(*dev), address, 0, &base);
+    if (allocation == nullptr || base != address) {
       return fail(orErrorInvalidDevicePointer,
                   "orFree: %p is not the base of a live allocation of device %d", devPtr,
                   dev->index);
     }
-    if (it->second.imported) {
+    if (allocation->imported) {
       return fail(orErrorInvalidDevicePointer,
                   "orFree: %p was opened with orIpcOpenMemHandle on device %d; release it with "
                   "orIpcCloseMemHandle",
                   devPtr, dev->index);
     }
-    const size_t size = it->second.size;
-    if (const uint32_t open = it->second.openAccesses.load(std::memory_order_relaxed); open != 0) {
+    const size_t size = allocation->size;
+    const uint64_t uses = allocation->release();
+    if (uses == 0) {
+      removeAllocation(*dev, address);
+      // Only now: no copy that found the allocation is still running.
+      dev->arena.load(std::memory_order_relaxed)->release(address, size);
+      return orSuccess;
+    }
+    if (const uint32_t open = Allocation::openAccesses(uses); open != 0) {
       return fail(orErrorIllegalState,
                   "orFree: allocation %p (%zu bytes) of device %d still has %u open host "
                   "access(es); call orMemAccessEnd first",
                   devPtr, size, dev->index, open);
-    }
-    if (it->second.queuedCopies.load(std::memory_order_acquire) == 0) {
-      dev->allocations.erase(it);
-      dev->arena.load(std::memory_order_relaxed)->release(address, size);
-      return orSuccess;
     }
     lock.unlock();
     // Rare: a copy queued on another device's stream (or by another thread
@@ -270,7 +391,7 @@ orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes) {
     return fail(orErrorInvalidValue, "orMemGetInfo: freeBytes or totalBytes is NULL");
   }
   Device& dev = device(currentDevice());
-  std::shared_lock lock(dev.mutex);
+  std::lock_guard lock(dev.mutex);
   const Arena* arena = dev.arena.load(std::memory_order_relaxed);
   *freeBytes = arena != nullptr ? arena->freeBytes() : config->deviceMemory;
   *totalBytes = config->deviceMemory;
@@ -302,10 +423,10 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
   }
   const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
   if (Device* dev = deviceContaining(*config, address)) {
-    std::shared_lock lock(dev->mutex);
+    const ReadSection section;
     uintptr_t base;
-    const Allocation* allocation =
-        findAllocation(*dev, address, 0, "orPointerGetAttributes", "pointer", &base);
+    const Allocation* allocation = findAllocation(*dev, *currentAllocations(*dev), address, 0,
+                                                  "orPointerGetAttributes", "pointer", &base);
     if (allocation == nullptr) return orErrorInvalidDevicePointer;
     *attributes = {orMemoryTypeDevice, dev->index, reinterpret_cast<void*>(base), allocation->size};
     return orSuccess;

@@ -1,33 +1,66 @@
-// Lookup of live device allocations, shared by the memory and copy entry points.
+// Lookup of live device allocations, shared by the memory and copy entry
+// points, and the writers' updates of the table they are found in.
+//
+// Readers (copies, scoped accesses, attribute queries) take no lock: inside a
+// ReadSection they load the device's current AllocationTable and search it.
+// Writers, holding the device's mutex, publish a new table. An allocation
+// that orFree removes is first marked released (Allocation::uses), so no new
+// use of it can start, then unpublished; orFree returns, and the range can be
+// reused, only after waitForReaders(): no copy that found it is still running.
 #pragma once
 
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 
 #include "Device.h"
+#include "openreg.h"
 
 namespace openreg::runtime {
 
-// With device.mutex held (shared suffices): the live allocation that contains
-// address and the whole of [address, address + bytes), storing its base in
-// *base; null, recording nothing, if there is none.
+// Inside a ReadSection: the device's allocations (empty if none), valid until
+// the section ends.
+inline const AllocationTable* currentAllocations(const Device& device) {
+  static const AllocationTable kNone;
+  const AllocationTable* table = device.allocations.load(std::memory_order_acquire);
+  return table != nullptr ? table : &kNone;
+}
+
+// The allocation of table that contains address and the whole of
+// [address, address + bytes), storing its base in *base; null, recording
+// nothing, if there is none.
 // Inline: on the path of every scoped access and copy.
-inline Allocation* lookupAllocation(Device& device, uintptr_t address, size_t bytes,
+inline Allocation* lookupAllocation(const AllocationTable& table, uintptr_t address, size_t bytes,
                                     uintptr_t* base) {
-  const auto next = device.allocations.upper_bound(address);
-  if (next == device.allocations.begin()) return nullptr;
-  auto& [start, allocation] = *std::prev(next);
-  if (address - start >= allocation.size || bytes > allocation.size - (address - start)) {
+  const auto next = table.after(address);
+  if (next == table.entries.begin()) return nullptr;
+  const AllocationTable::Entry& entry = *std::prev(next);
+  Allocation* allocation = entry.allocation;
+  if (address - entry.base >= allocation->size ||
+      bytes > allocation->size - (address - entry.base)) {
     return nullptr;
   }
-  *base = start;
-  return &allocation;
+  *base = entry.base;
+  return allocation;
 }
 
 // The same, but a miss records an orErrorInvalidDevicePointer message, which
 // names the calling context and the pointer's role.
-Allocation* findAllocation(Device& device, uintptr_t address, size_t bytes, const char* context,
-                           const char* role, uintptr_t* base);
+Allocation* findAllocation(const Device& device, const AllocationTable& table, uintptr_t address,
+                           size_t bytes, const char* context, const char* role, uintptr_t* base);
+
+// Records that the pointer is not inside a live allocation (also said of one
+// whose allocation orFree released while the caller was looking it up) and
+// returns orErrorInvalidDevicePointer.
+orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context,
+                              const char* role);
+
+// With device.mutex held: publishes the table with allocation added at base.
+void insertAllocation(Device& device, uintptr_t base, Allocation* allocation);
+
+// With device.mutex held, for an allocation the caller has marked released:
+// publishes the table without it, waits until no reader can still use it,
+// and deletes it.
+void removeAllocation(Device& device, uintptr_t base);
 
 }  // namespace openreg::runtime

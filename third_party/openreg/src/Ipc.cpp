@@ -29,6 +29,7 @@
 
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "ReadSection.h"
 #include "Stream.h"
 
 namespace openreg::runtime {
@@ -111,10 +112,10 @@ orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr) {
     return fail(orErrorInvalidDevicePointer, "orIpcGetMemHandle: %p is not a device pointer",
                 devPtr);
   }
-  std::shared_lock lock(dev->mutex);
+  const ReadSection section;
   uintptr_t base;
-  const Allocation* allocation =
-      findAllocation(*dev, address, 0, "orIpcGetMemHandle", "pointer", &base);
+  const Allocation* allocation = findAllocation(*dev, *currentAllocations(*dev), address, 0,
+                                                "orIpcGetMemHandle", "pointer", &base);
   if (allocation == nullptr) return orErrorInvalidDevicePointer;
   if (allocation->imported) {
     return fail(orErrorInvalidValue,
@@ -213,8 +214,9 @@ orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned in
   const uintptr_t hostBase = reinterpret_cast<uintptr_t>(host);
   Device& dev = device(data.device);
   {
-    std::unique_lock lock(dev.mutex);
-    dev.allocations.try_emplace(userBase, data.size, hostBase - userBase, /*imported=*/true);
+    std::lock_guard lock(dev.mutex);
+    insertAllocation(dev, userBase,
+                     new Allocation(data.size, hostBase - userBase, /*imported=*/true));
   }
   {
     std::unique_lock lock(registryMutex);
@@ -246,17 +248,19 @@ orError_t orIpcCloseMemHandle(void* devPtr) {
   synchronizeDevice(dev.index);
   for (;;) {
     std::unique_lock lock(dev.mutex);
-    const auto allocation = dev.allocations.find(address);
-    if (const uint32_t open = allocation->second.openAccesses.load(std::memory_order_relaxed);
-        open != 0) {
+    uintptr_t base;
+    Allocation* allocation = lookupAllocation(*currentAllocations(dev), address, 0, &base);
+    const uint64_t uses = allocation->release();
+    if (uses == 0) {
+      // Unmapped below, once no copy that found the range is still running.
+      removeAllocation(dev, address);
+      break;
+    }
+    if (const uint32_t open = Allocation::openAccesses(uses); open != 0) {
       return fail(orErrorIllegalState,
                   "orIpcCloseMemHandle: %p (%zu bytes) of device %d still has %u open host "
                   "access(es); call orMemAccessEnd first",
                   devPtr, import.size, dev.index, open);
-    }
-    if (allocation->second.queuedCopies.load(std::memory_order_acquire) == 0) {
-      dev.allocations.erase(allocation);
-      break;
     }
     lock.unlock();
     for (int index = 0; index < config->deviceCount; ++index) synchronizeDevice(index);

@@ -1,13 +1,12 @@
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <utility>
 
 #include "Activity.h"
 #include "CopyBytes.h"
 #include "DeviceMemory.h"
 #include "Error.h"
+#include "ReadSection.h"
 #include "Stream.h"
 
 using namespace openreg::runtime;
@@ -53,23 +52,26 @@ orError_t locate(const Config& config, End& end, size_t count, const char* conte
   return orSuccess;
 }
 
-// With end.device's mutex held: the address to copy through, or null. A device
-// end's allocation is stored in *allocation.
+// Inside a ReadSection: the address to copy through, or null. A device end's
+// allocation is stored in *allocation.
 void* hostAddress(const End& end, size_t count, const char* context, Allocation** allocation) {
   if (!end.onDevice) return reinterpret_cast<void*>(end.address);
   uintptr_t base;
-  *allocation = findAllocation(*end.device, end.address, count, context, end.role, &base);
+  *allocation = findAllocation(*end.device, *currentAllocations(*end.device), end.address, count,
+                               context, end.role, &base);
   if (*allocation == nullptr) return nullptr;
   return (*allocation)->hostAddress(end.address);
 }
 
 // The validation shared by orMemcpy and orMemcpyAsync. A valid, non-empty copy
-// is handed to transfer(target, origin, allocations) with the device locks
-// held, so neither allocation can be freed meanwhile; allocations holds the
-// destination's and the source's (null for a host end).
+// is handed to transfer(target, origin, allocations) inside a ReadSection, so
+// neither allocation can be freed meanwhile (orFree waits for the section's
+// end); allocations holds the destination's and the source's (null for a
+// host end). A queued copy's allocations are pinned first (QueuedCopy), since
+// it runs after the section.
 template <typename Transfer>
 orError_t checkCopy(const Config& config, const Api& api, void* dst, const void* src, size_t count,
-                    orMemcpyKind kind, Transfer&& transfer) {
+                    orMemcpyKind kind, bool queued, Transfer&& transfer) {
   // Compared as int: C callers can pass any value.
   const int kindValue = static_cast<int>(kind);
   if (kindValue < orMemcpyHostToHost || kindValue > orMemcpyDeviceToDevice) {
@@ -90,25 +92,23 @@ orError_t checkCopy(const Config& config, const Api& api, void* dst, const void*
     return error;
   }
 
-  // Locked once for a same-device copy (a thread must not lock a mutex it
-  // holds), else in device order so two opposite cross-device copies cannot
-  // deadlock behind waiting writers.
-  Device* first = to.device;
-  Device* second = from.device;
-  if (second == first) {
-    second = nullptr;
-  } else if (first != nullptr && second != nullptr && second->index < first->index) {
-    std::swap(first, second);
-  }
-  std::shared_lock<std::shared_mutex> firstLock, secondLock;
-  if (first != nullptr) firstLock = std::shared_lock(first->mutex);
-  if (second != nullptr) secondLock = std::shared_lock(second->mutex);
-
+  const ReadSection section;
   Allocation* allocations[2] = {nullptr, nullptr};
   void* target = hostAddress(to, count, context, &allocations[0]);
   if (target == nullptr) return orErrorInvalidDevicePointer;
   const void* origin = hostAddress(from, count, context, &allocations[1]);
   if (origin == nullptr) return orErrorInvalidDevicePointer;
+  if (queued) {
+    const End* ends[2] = {&to, &from};
+    for (int i = 0; i < 2; ++i) {
+      if (allocations[i] == nullptr || allocations[i]->addUses(Allocation::kQueuedCopy)) continue;
+      // orFree released it meanwhile.
+      if (i == 1 && allocations[0] != nullptr) {
+        allocations[0]->uses.fetch_sub(Allocation::kQueuedCopy, std::memory_order_relaxed);
+      }
+      return notInsideAllocation(*ends[i]->device, ends[i]->address, context, ends[i]->role);
+    }
+  }
   transfer(target, origin, allocations);
   return orSuccess;
 }
@@ -116,18 +116,16 @@ orError_t checkCopy(const Config& config, const Api& api, void* dst, const void*
 // A copy waiting in a stream. It pins the allocations it touches until it
 // has run, so the worker copies without taking any device lock.
 struct QueuedCopy {
-  // With the allocations' device locks held.
+  // The allocations were pinned by checkCopy.
   QueuedCopy(void* target, const void* origin, size_t count, Allocation* const allocations[2])
-      : target(target), origin(origin), count(count), pinned{allocations[0], allocations[1]} {
-    for (Allocation* allocation : pinned) {
-      if (allocation != nullptr) allocation->queuedCopies.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
+      : target(target), origin(origin), count(count), pinned{allocations[0], allocations[1]} {}
 
   void unpin() const {
     // Release: orFree, seeing the count drop, also sees the copy done.
     for (Allocation* allocation : pinned) {
-      if (allocation != nullptr) allocation->queuedCopies.fetch_sub(1, std::memory_order_release);
+      if (allocation != nullptr) {
+        allocation->uses.fetch_sub(Allocation::kQueuedCopy, std::memory_order_release);
+      }
     }
   }
 
@@ -156,7 +154,7 @@ int copyDevice(const void* dst, const void* src, orMemcpyKind kind) {
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   const Config* config = runtimeConfig();
   if (config == nullptr) return orErrorInitializationError;
-  return checkCopy(*config, kMemcpy, dst, src, count, kind,
+  return checkCopy(*config, kMemcpy, dst, src, count, kind, /*queued=*/false,
                    [&](void* target, const void* origin, Allocation* const*) {
                      std::optional<ActivityEntry> activity;
                      if (activityRecording() && !insideRecordedKernel()) {
@@ -179,7 +177,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   if (queue == nullptr) return orErrorInvalidResourceHandle;
   std::optional<QueuedCopy> copy;
   if (const orError_t error = checkCopy(
-          *config, kMemcpyAsync, dst, src, count, kind,
+          *config, kMemcpyAsync, dst, src, count, kind, /*queued=*/true,
           [&](void* target, const void* origin, Allocation* const* allocations) {
             copy.emplace(target, origin, count, allocations);
           });

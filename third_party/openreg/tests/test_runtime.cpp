@@ -32,6 +32,8 @@ void testMemoryProtection();
 void testPointerAttributes();
 void testScopedAccess();
 void testBatchedAccess();
+void testFreeRacesWithReaders();
+void testAccessCountUnderContention();
 void testIpc();
 void testErrorStrings();
 void testDevices();
@@ -87,6 +89,8 @@ int main() {
       {"scoped access", testScopedAccess},
       {"batched access", testBatchedAccess},
       {"stress", testStress},
+      {"free races readers", testFreeRacesWithReaders},
+      {"access count contended", testAccessCountUnderContention},
       {"stream basics", testStreamBasics},
       {"stream destroy", testStreamDestroy},
       {"stream query", testStreamQuery},
