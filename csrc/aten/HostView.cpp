@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
@@ -276,46 +279,79 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   return result;
 }
 
-HostAddresses::HostAddresses(c10::Device device, std::string_view op_name)
-    : launch_(device, op_name), op_name_(op_name) {}
+HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : device_(device), op_name_(op_name) {}
 
 HostAddresses::~HostAddresses() {
-  end_accesses(device_bases_.size(), device_bases_.data());
+  close();
 }
 
-void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
-  // The storages not open yet are appended, then opened together.
-  const size_t open = device_bases_.size();
-  c10::SmallVector<size_t, 4> sizes;
+void HostAddresses::close() noexcept {
+  c10::SmallVector<const void*, 4> device_bases;
+  for (const OpenStorage& storage : open_) {
+    device_bases.push_back(storage.device_base);
+  }
+  end_accesses(device_bases.size(), device_bases.data());
+  open_.clear();
+  launch_.reset();
+}
+
+const HostAddresses::OpenStorage* HostAddresses::find(const void* device_base) const {
+  const auto it = std::lower_bound(open_.begin(), open_.end(), device_base, [](const OpenStorage& open, const void* base) {
+    return std::less<const void*>()(open.device_base, base);
+  });
+  return it != open_.end() && it->device_base == device_base ? &*it : nullptr;
+}
+
+void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
+  c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
   for (const at::TensorBase* device_tensor : device_tensors) {
     c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
     const c10::Storage& storage = device_tensor->storage();
     const void* base = storage.data();
-    if (base != nullptr && std::find(device_bases_.begin(), device_bases_.end(), base) == device_bases_.end()) {
-      device_bases_.push_back(base);
-      sizes.push_back(storage.nbytes());
+    if (base != nullptr && find(base) == nullptr) {
+      pending.emplace_back(base, storage.nbytes());
     }
   }
-  host_bases_.resize(device_bases_.size());
-  const orError_t opened = orMemAccessBeginBatch(
-      sizes.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
-  if (opened != orSuccess) {
-    // None was opened: the destructor must not end them.
-    device_bases_.resize(open);
-    host_bases_.resize(open);
-    OPENREG_CHECK(opened);
+  if (pending.empty()) {
+    return;
   }
+  // Two tensors of one storage open it once.
+  std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) {
+    return std::less<const void*>()(a.first, b.first);
+  });
+  pending.erase(
+      std::unique(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+      pending.end());
+  if (!launch_) {
+    launch_.emplace(device_, op_name_);  // before the first byte is touched
+  }
+  c10::SmallVector<const void*, 4> bases;
+  c10::SmallVector<size_t, 4> sizes;
+  for (const auto& [base, nbytes] : pending) {
+    bases.push_back(base);
+    sizes.push_back(nbytes);
+  }
+  c10::SmallVector<void*, 4> hosts(bases.size());
+  // All or nothing: on failure none is open, and open_ is unchanged.
+  OPENREG_CHECK(orMemAccessBeginBatch(bases.size(), bases.data(), sizes.data(), hosts.data()));
+  const size_t before = open_.size();
+  for (size_t i = 0; i < bases.size(); ++i) {
+    open_.push_back({bases[i], static_cast<char*>(hosts[i])});
+  }
+  std::inplace_merge(open_.begin(), open_.begin() + before, open_.end(), [](const OpenStorage& a, const OpenStorage& b) {
+    return std::less<const void*>()(a.device_base, b.device_base);
+  });
+}
+
+void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
+  open_storages(device_tensors);
   for (size_t i = 0; i < device_tensors.size(); ++i) {
     const at::TensorBase& device_tensor = *device_tensors[i];
     const void* base = device_tensor.storage().data();
-    host[i] = nullptr;  // no bytes
-    for (size_t slot = 0; base != nullptr && slot < device_bases_.size(); ++slot) {
-      if (device_bases_[slot] == base) {
-        host[i] = host_bases_[slot] +
-            (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
-        break;
-      }
-    }
+    const OpenStorage* open = base != nullptr ? find(base) : nullptr;
+    host[i] = open == nullptr  // no bytes
+        ? nullptr
+        : open->host_base + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
   }
 }
 
@@ -323,6 +359,18 @@ void* HostAddresses::address(const at::TensorBase& device_tensor) {
   void* host = nullptr;
   addresses({&device_tensor}, &host);
   return host;
+}
+
+void HostAddresses::open(c10::ArrayRef<at::TensorList> lists) {
+  std::vector<const at::TensorBase*> device_tensors;
+  for (const at::TensorList list : lists) {
+    for (const at::Tensor& tensor : list) {
+      if (tensor.defined() && tensor.is_privateuseone() && tensor.layout() == c10::kStrided) {
+        device_tensors.push_back(&tensor);
+      }
+    }
+  }
+  open_storages(device_tensors);
 }
 
 } // namespace at::openreg
