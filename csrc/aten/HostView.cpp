@@ -286,36 +286,31 @@ HostAddresses::~HostAddresses() {
 }
 
 void HostAddresses::close() noexcept {
-  c10::SmallVector<const void*, 4> device_bases;
-  for (const OpenStorage& storage : open_) {
-    device_bases.push_back(storage.device_base);
-  }
-  end_accesses(device_bases.size(), device_bases.data());
-  open_.clear();
+  end_accesses(device_bases_.size(), device_bases_.data());
+  device_bases_.clear();
+  host_bases_.clear();
   launch_.reset();
 }
 
-const HostAddresses::OpenStorage* HostAddresses::find(const void* device_base) const {
-  const auto it = std::lower_bound(open_.begin(), open_.end(), device_base, [](const OpenStorage& open, const void* base) {
-    return std::less<const void*>()(open.device_base, base);
-  });
-  return it != open_.end() && it->device_base == device_base ? &*it : nullptr;
+ptrdiff_t HostAddresses::find(const void* device_base) const {
+  const auto it = std::lower_bound(device_bases_.begin(), device_bases_.end(), device_base, std::less<const void*>());
+  return it != device_bases_.end() && *it == device_base ? it - device_bases_.begin() : -1;
 }
 
 void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
+  // The storages not open yet, sorted by device address, each once.
   c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
   for (const at::TensorBase* device_tensor : device_tensors) {
     c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
-    const c10::Storage& storage = device_tensor->storage();
-    const void* base = storage.data();
-    if (base != nullptr && find(base) == nullptr) {
-      pending.emplace_back(base, storage.nbytes());
+    const c10::StorageImpl* storage = device_tensor->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    const void* base = storage->data();
+    if (base != nullptr && find(base) < 0) {
+      pending.emplace_back(base, storage->nbytes());
     }
   }
   if (pending.empty()) {
     return;
   }
-  // Two tensors of one storage open it once.
   std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) {
     return std::less<const void*>()(a.first, b.first);
   });
@@ -325,33 +320,49 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
   if (!launch_) {
     launch_.emplace(device_, op_name_);  // before the first byte is touched
   }
-  c10::SmallVector<const void*, 4> bases;
+  const size_t open = device_bases_.size();
+  const size_t count = pending.size();
   c10::SmallVector<size_t, 4> sizes;
+  device_bases_.reserve(open + count);
   for (const auto& [base, nbytes] : pending) {
-    bases.push_back(base);
+    device_bases_.push_back(base);
     sizes.push_back(nbytes);
   }
-  c10::SmallVector<void*, 4> hosts(bases.size());
-  // All or nothing: on failure none is open, and open_ is unchanged.
-  OPENREG_CHECK(orMemAccessBeginBatch(bases.size(), bases.data(), sizes.data(), hosts.data()));
-  const size_t before = open_.size();
-  for (size_t i = 0; i < bases.size(); ++i) {
-    open_.push_back({bases[i], static_cast<char*>(hosts[i])});
+  host_bases_.resize(open + count);
+  const orError_t opened = orMemAccessBeginBatch(
+      count, device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+  if (opened != orSuccess) {
+    // All or nothing: none was opened, and the destructor must not end them.
+    device_bases_.resize(open);
+    host_bases_.resize(open);
+    OPENREG_CHECK(opened);
   }
-  std::inplace_merge(open_.begin(), open_.begin() + before, open_.end(), [](const OpenStorage& a, const OpenStorage& b) {
-    return std::less<const void*>()(a.device_base, b.device_base);
-  });
+  if (open > 0 && std::less<const void*>()(device_bases_[open], device_bases_[open - 1])) {
+    // Both runs are sorted: merge them, keeping the pairs together.
+    c10::SmallVector<std::pair<const void*, char*>, 8> merged;
+    merged.reserve(device_bases_.size());
+    for (size_t i = 0; i < device_bases_.size(); ++i) {
+      merged.emplace_back(device_bases_[i], host_bases_[i]);
+    }
+    std::inplace_merge(merged.begin(), merged.begin() + open, merged.end(), [](const auto& a, const auto& b) {
+      return std::less<const void*>()(a.first, b.first);
+    });
+    for (size_t i = 0; i < merged.size(); ++i) {
+      device_bases_[i] = merged[i].first;
+      host_bases_[i] = merged[i].second;
+    }
+  }
 }
 
 void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
   open_storages(device_tensors);
   for (size_t i = 0; i < device_tensors.size(); ++i) {
     const at::TensorBase& device_tensor = *device_tensors[i];
-    const void* base = device_tensor.storage().data();
-    const OpenStorage* open = base != nullptr ? find(base) : nullptr;
-    host[i] = open == nullptr  // no bytes
+    const void* base = device_tensor.unsafeGetTensorImpl()->unsafe_storage().data();
+    const ptrdiff_t slot = base != nullptr ? find(base) : -1;
+    host[i] = slot < 0  // no bytes
         ? nullptr
-        : open->host_base + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
+        : host_bases_[slot] + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
   }
 }
 

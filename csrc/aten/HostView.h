@@ -165,19 +165,19 @@ class HostAddresses {
   void close() noexcept;
 
  private:
-  struct OpenStorage {
-    const void* device_base;
-    char* host_base;
-  };
-  // The storages of `device_tensors` not open yet, each once, opened.
+  // Opens the storages of `device_tensors` not open yet, each once.
   void open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors);
-  const OpenStorage* find(const void* device_base) const;
+  // The slot of an open storage, by device base address; -1 if not open.
+  ptrdiff_t find(const void* device_base) const;
 
   c10::Device device_;
   std::string_view op_name_;
   std::optional<KernelLaunch> launch_;
-  // Sorted by device address: a foreach kernel holds hundreds.
-  c10::SmallVector<OpenStorage, 4> open_;
+  // The open storages' device and host base addresses, pairwise, sorted by
+  // device address (a foreach kernel holds hundreds); the device ones are
+  // what orMemAccessEndBatch closes.
+  c10::SmallVector<const void*, 4> device_bases_;
+  c10::SmallVector<char*, 4> host_bases_;
 };
 
 } // namespace at::openreg
