@@ -48,10 +48,12 @@ namespace {
 // The Scalar operand of the per-tensor Tensor operator (add_.Tensor, ...)
 // for `tensor`'s index: a 0-dim CPU wrapped number in `tensor`'s dtype,
 // holding the value the CPU's cast to that dtype gives (c10::convert, the
-// copy kernel's static_cast). Undefined where that would not reproduce the
+// copy kernel's static_cast). Undefined where that may not reproduce the
 // per-tensor Scalar operator: where promotion gives another dtype (an
-// integer tensor and a float scalar), and for other floating types (half,
-// bfloat16, float8), whose CPU loops read a scalar in float.
+// integer tensor and a float scalar), and for the other floating types
+// (half, bfloat16, float8), whose loops compute in float and whose Scalar
+// operators differ from the Tensor ones (the CPU's mul_.Scalar of a half
+// tensor rounds the scalar to half first, mul_.Tensor does not).
 at::Tensor scalar_operand(const at::Scalar& value, const at::Tensor& tensor) {
   const c10::ScalarType dtype = tensor.scalar_type();
   const bool plain_dtype = dtype == c10::kFloat || dtype == c10::kDouble || dtype == c10::kComplexFloat ||

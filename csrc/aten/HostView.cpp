@@ -289,16 +289,33 @@ void HostAddresses::close() noexcept {
   end_accesses(device_bases_.size(), device_bases_.data());
   device_bases_.clear();
   host_bases_.clear();
+  sorted_slots_.clear();
   launch_.reset();
 }
 
+namespace {
+// Up to this many open storages (or new ones in one call), a linear search.
+constexpr size_t kLinearSearch = 8;
+constexpr std::less<const void*> address_less;
+} // namespace
+
 ptrdiff_t HostAddresses::find(const void* device_base) const {
-  const auto it = std::lower_bound(device_bases_.begin(), device_bases_.end(), device_base, std::less<const void*>());
-  return it != device_bases_.end() && *it == device_base ? it - device_bases_.begin() : -1;
+  if (sorted_slots_.empty()) {
+    for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
+      if (device_bases_[slot] == device_base) {
+        return static_cast<ptrdiff_t>(slot);
+      }
+    }
+    return -1;
+  }
+  const auto it = std::lower_bound(
+      sorted_slots_.begin(), sorted_slots_.end(), device_base,
+      [&](uint32_t slot, const void* base) { return address_less(device_bases_[slot], base); });
+  return it != sorted_slots_.end() && device_bases_[*it] == device_base ? static_cast<ptrdiff_t>(*it) : -1;
 }
 
 void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
-  // The storages not open yet, sorted by device address, each once.
+  // The storages not open yet, each once.
   c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
   for (const at::TensorBase* device_tensor : device_tensors) {
     c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
@@ -308,48 +325,51 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
       pending.emplace_back(base, storage->nbytes());
     }
   }
+  const auto same_base = [](const auto& a, const auto& b) { return a.first == b.first; };
+  if (pending.size() > kLinearSearch) {
+    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
+    pending.erase(std::unique(pending.begin(), pending.end(), same_base), pending.end());
+  } else {
+    size_t kept = 0;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (std::none_of(pending.begin(), pending.begin() + kept, [&](const auto& p) { return same_base(p, pending[i]); })) {
+        pending[kept++] = pending[i];
+      }
+    }
+    pending.resize(kept);
+  }
   if (pending.empty()) {
     return;
   }
-  std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) {
-    return std::less<const void*>()(a.first, b.first);
-  });
-  pending.erase(
-      std::unique(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-      pending.end());
   if (!launch_) {
     launch_.emplace(device_, op_name_);  // before the first byte is touched
   }
   const size_t open = device_bases_.size();
-  const size_t count = pending.size();
   c10::SmallVector<size_t, 4> sizes;
-  device_bases_.reserve(open + count);
   for (const auto& [base, nbytes] : pending) {
     device_bases_.push_back(base);
     sizes.push_back(nbytes);
   }
-  host_bases_.resize(open + count);
+  host_bases_.resize(device_bases_.size());
   const orError_t opened = orMemAccessBeginBatch(
-      count, device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+      pending.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
   if (opened != orSuccess) {
     // All or nothing: none was opened, and the destructor must not end them.
     device_bases_.resize(open);
     host_bases_.resize(open);
     OPENREG_CHECK(opened);
   }
-  if (open > 0 && std::less<const void*>()(device_bases_[open], device_bases_[open - 1])) {
-    // Both runs are sorted: merge them, keeping the pairs together.
-    c10::SmallVector<std::pair<const void*, char*>, 8> merged;
-    merged.reserve(device_bases_.size());
-    for (size_t i = 0; i < device_bases_.size(); ++i) {
-      merged.emplace_back(device_bases_[i], host_bases_[i]);
-    }
-    std::inplace_merge(merged.begin(), merged.begin() + open, merged.end(), [](const auto& a, const auto& b) {
-      return std::less<const void*>()(a.first, b.first);
-    });
-    for (size_t i = 0; i < merged.size(); ++i) {
-      device_bases_[i] = merged[i].first;
-      host_bases_[i] = merged[i].second;
+  if (device_bases_.size() > kLinearSearch) {
+    const auto by_address = [&](uint32_t a, uint32_t b) { return address_less(device_bases_[a], device_bases_[b]); };
+    if (sorted_slots_.empty()) {
+      for (uint32_t slot = 0; slot < device_bases_.size(); ++slot) {
+        sorted_slots_.push_back(slot);
+      }
+      std::sort(sorted_slots_.begin(), sorted_slots_.end(), by_address);
+    } else {
+      for (uint32_t slot = open; slot < device_bases_.size(); ++slot) {
+        sorted_slots_.insert(std::upper_bound(sorted_slots_.begin(), sorted_slots_.end(), slot, by_address), slot);
+      }
     }
   }
 }

@@ -173,11 +173,14 @@ class HostAddresses {
   c10::Device device_;
   std::string_view op_name_;
   std::optional<KernelLaunch> launch_;
-  // The open storages' device and host base addresses, pairwise, sorted by
-  // device address (a foreach kernel holds hundreds); the device ones are
-  // what orMemAccessEndBatch closes.
+  // The open storages' device and host base addresses, pairwise, in opening
+  // order; the device ones are what orMemAccessEndBatch closes.
   c10::SmallVector<const void*, 4> device_bases_;
   c10::SmallVector<char*, 4> host_bases_;
+  // Once more than a few are open (a foreach kernel holds hundreds), their
+  // slots sorted by device address, for find(); a kernel's few operands are
+  // searched linearly.
+  c10::SmallVector<uint32_t, 4> sorted_slots_;
 };
 
 } // namespace at::openreg
