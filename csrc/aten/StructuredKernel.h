@@ -130,16 +130,16 @@ class StructuredKernel final : public Op::Native {
   // inline call path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
-    c10::SmallVector<const at::TensorBase*, 4> device_operands;
+    c10::SmallVector<const at::TensorBase*, 4> tensors;
     for (int i = 0; i < this->ntensors(); ++i) {
       if (this->tensor_base(i).is_privateuseone()) {
-        device_operands.push_back(&this->tensor_base(i));
+        tensors.push_back(&this->tensor_base(i));
       }
     }
-    c10::SmallVector<void*, 4> host(device_operands.size());
-    addresses.addresses(device_operands, host.data());
-    for (int i = 0, k = 0; i < this->ntensors(); ++i) {
-      if (this->tensor_base(i).is_privateuseone()) {
+    c10::SmallVector<void*, 4> host(tensors.size());
+    addresses.addresses(tensors, host.data());
+    for (size_t i = 0, k = 0; i < static_cast<size_t>(this->ntensors()); ++i) {
+      if (k < tensors.size() && &this->tensor_base(i) == tensors[k]) {
         this->unsafe_replace_operand(i, host[k++]);
       }
       this->operands_[i].device = c10::Device(c10::kCPU);
