@@ -21,7 +21,6 @@
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/tanh_native.h>
 
-
 #include "aten/DeviceCall.h"
 #include "aten/StructuredKernel.h"
 
