@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
@@ -276,46 +279,110 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   return result;
 }
 
-HostAddresses::HostAddresses(c10::Device device, std::string_view op_name)
-    : launch_(device, op_name), op_name_(op_name) {}
+HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : device_(device), op_name_(op_name) {}
 
 HostAddresses::~HostAddresses() {
-  end_accesses(device_bases_.size(), device_bases_.data());
+  close();
 }
 
-void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
-  // The storages not open yet are appended, then opened together.
-  const size_t open = device_bases_.size();
-  c10::SmallVector<size_t, 4> sizes;
+void HostAddresses::close() noexcept {
+  end_accesses(device_bases_.size(), device_bases_.data());
+  device_bases_.clear();
+  host_bases_.clear();
+  sorted_slots_.clear();
+  launch_.reset();
+}
+
+namespace {
+// Up to this many open storages (or new ones in one call), a linear search.
+constexpr size_t kLinearSearch = 8;
+constexpr std::less<const void*> address_less;
+} // namespace
+
+ptrdiff_t HostAddresses::find(const void* device_base) const {
+  if (sorted_slots_.empty()) {
+    for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
+      if (device_bases_[slot] == device_base) {
+        return static_cast<ptrdiff_t>(slot);
+      }
+    }
+    return -1;
+  }
+  const auto it = std::lower_bound(
+      sorted_slots_.begin(), sorted_slots_.end(), device_base,
+      [&](uint32_t slot, const void* base) { return address_less(device_bases_[slot], base); });
+  return it != sorted_slots_.end() && device_bases_[*it] == device_base ? static_cast<ptrdiff_t>(*it) : -1;
+}
+
+void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
+  // The storages not open yet, each once.
+  c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
   for (const at::TensorBase* device_tensor : device_tensors) {
     c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
-    const c10::Storage& storage = device_tensor->storage();
-    const void* base = storage.data();
-    if (base != nullptr && std::find(device_bases_.begin(), device_bases_.end(), base) == device_bases_.end()) {
-      device_bases_.push_back(base);
-      sizes.push_back(storage.nbytes());
+    const c10::StorageImpl* storage = device_tensor->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    const void* base = storage->data();
+    if (base != nullptr && find(base) < 0) {
+      pending.emplace_back(base, storage->nbytes());
     }
+  }
+  const auto same_base = [](const auto& a, const auto& b) { return a.first == b.first; };
+  if (pending.size() > kLinearSearch) {
+    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
+    pending.erase(std::unique(pending.begin(), pending.end(), same_base), pending.end());
+  } else {
+    size_t kept = 0;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (std::none_of(pending.begin(), pending.begin() + kept, [&](const auto& p) { return same_base(p, pending[i]); })) {
+        pending[kept++] = pending[i];
+      }
+    }
+    pending.resize(kept);
+  }
+  if (pending.empty()) {
+    return;
+  }
+  if (!launch_) {
+    launch_.emplace(device_, op_name_);  // before the first byte is touched
+  }
+  const size_t open = device_bases_.size();
+  c10::SmallVector<size_t, 4> sizes;
+  for (const auto& [base, nbytes] : pending) {
+    device_bases_.push_back(base);
+    sizes.push_back(nbytes);
   }
   host_bases_.resize(device_bases_.size());
   const orError_t opened = orMemAccessBeginBatch(
-      sizes.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+      pending.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
   if (opened != orSuccess) {
-    // None was opened: the destructor must not end them.
+    // All or nothing: none was opened, and the destructor must not end them.
     device_bases_.resize(open);
     host_bases_.resize(open);
     OPENREG_CHECK(opened);
   }
-  for (size_t i = 0; i < device_tensors.size(); ++i) {
-    const at::TensorBase& device_tensor = *device_tensors[i];
-    const void* base = device_tensor.storage().data();
-    host[i] = nullptr;  // no bytes
-    for (size_t slot = 0; base != nullptr && slot < device_bases_.size(); ++slot) {
-      if (device_bases_[slot] == base) {
-        host[i] = host_bases_[slot] +
-            (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
-        break;
+  if (device_bases_.size() > kLinearSearch) {
+    const auto by_address = [&](uint32_t a, uint32_t b) { return address_less(device_bases_[a], device_bases_[b]); };
+    if (sorted_slots_.empty()) {
+      for (uint32_t slot = 0; slot < device_bases_.size(); ++slot) {
+        sorted_slots_.push_back(slot);
+      }
+      std::sort(sorted_slots_.begin(), sorted_slots_.end(), by_address);
+    } else {
+      for (uint32_t slot = open; slot < device_bases_.size(); ++slot) {
+        sorted_slots_.insert(std::upper_bound(sorted_slots_.begin(), sorted_slots_.end(), slot, by_address), slot);
       }
     }
+  }
+}
+
+void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
+  open_storages(device_tensors);
+  for (size_t i = 0; i < device_tensors.size(); ++i) {
+    const at::TensorBase& device_tensor = *device_tensors[i];
+    const void* base = device_tensor.unsafeGetTensorImpl()->unsafe_storage().data();
+    const ptrdiff_t slot = base != nullptr ? find(base) : -1;
+    host[i] = slot < 0  // no bytes
+        ? nullptr
+        : host_bases_[slot] + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
   }
 }
 
@@ -323,6 +390,18 @@ void* HostAddresses::address(const at::TensorBase& device_tensor) {
   void* host = nullptr;
   addresses({&device_tensor}, &host);
   return host;
+}
+
+void HostAddresses::open(c10::ArrayRef<at::TensorList> lists) {
+  std::vector<const at::TensorBase*> device_tensors;
+  for (const at::TensorList list : lists) {
+    for (const at::Tensor& tensor : list) {
+      if (tensor.defined() && tensor.is_privateuseone() && tensor.layout() == c10::kStrided) {
+        device_tensors.push_back(&tensor);
+      }
+    }
+  }
+  open_storages(device_tensors);
 }
 
 } // namespace at::openreg

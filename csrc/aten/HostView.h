@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include <ATen/core/Tensor.h>
@@ -132,15 +133,19 @@ class HostViews {
 c10::Allocator* device_backed_host_allocator();
 
 // The lighter form, for kernels that need addresses rather than tensors: the
-// host address of an openreg tensor's data, valid until destruction (one
-// scoped access per storage). TensorIterator kernels whose iterator was built
-// over the openreg tensors themselves use it to point the iterator's operands
-// at the host view (see StubKernels.cpp), which saves building a CPU tensor
-// per operand.
+// host address of an openreg tensor's data, valid until close() or
+// destruction (one scoped access per storage). TensorIterator kernels whose
+// iterator was built over the openreg tensors themselves use it to point the
+// iterator's operands at the host view (see StubKernels.cpp), which saves
+// building a CPU tensor per operand.
+//
+// The kernel launch (the wait for `device`'s current stream and the profiler
+// record, see KernelLaunch) starts with the first access opened, so that a
+// kernel that turns out to need the host path (HostViews, which launches on
+// its own) can close() this one first instead of nesting two launches.
 class HostAddresses {
  public:
-  // Waits for the work queued on `device`'s current stream (see
-  // KernelLaunch). `op_name` names the operator in errors and profiles.
+  // `op_name` names the operator in errors and profiles.
   HostAddresses(c10::Device device, std::string_view op_name);
   ~HostAddresses();
   HostAddresses(const HostAddresses&) = delete;
@@ -152,14 +157,30 @@ class HostAddresses {
   // usually carved from one device allocation, cost one lock and one lookup.
   void addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host);
   void* address(const at::TensorBase& device_tensor);
+  // Opens the storages of every openreg tensor of `lists` with one batched
+  // call, ahead of the addresses() calls that then find them open: a foreach
+  // kernel's whole argument lists (ForeachKernels.cpp).
+  void open(c10::ArrayRef<at::TensorList> lists);
+  // Ends the accesses and the kernel launch; a later addresses() starts anew.
+  void close() noexcept;
 
  private:
-  KernelLaunch launch_;
+  // Opens the storages of `device_tensors` not open yet, each once.
+  void open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors);
+  // The slot of an open storage, by device base address; -1 if not open.
+  ptrdiff_t find(const void* device_base) const;
+
+  c10::Device device_;
   std::string_view op_name_;
-  // The storages' device and host base addresses, pairwise; the device ones
-  // are what orMemAccessEndBatch closes.
+  std::optional<KernelLaunch> launch_;
+  // The open storages' device and host base addresses, pairwise, in opening
+  // order; the device ones are what orMemAccessEndBatch closes.
   c10::SmallVector<const void*, 4> device_bases_;
   c10::SmallVector<char*, 4> host_bases_;
+  // Once more than a few are open (a foreach kernel holds hundreds), their
+  // slots sorted by device address, for find(); a kernel's few operands are
+  // searched linearly.
+  c10::SmallVector<uint32_t, 4> sorted_slots_;
 };
 
 } // namespace at::openreg

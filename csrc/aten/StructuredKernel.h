@@ -97,10 +97,11 @@ class StructuredKernel final : public Op::Native {
   }
 
   // True if the CPU loops can run on this iterator's operands as they are:
-  // all openreg tensors, in the common dtype (outputs too, for operators
-  // whose iterator casts its outputs). A CPU scalar operand needs the host
-  // path, where the iterator casts it as the CPU does. An output not set yet
-  // (while the iterator is being built) does not count.
+  // all openreg tensors or 0-dim CPU inputs (scalars, read where they are),
+  // in the common dtype (outputs too, for operators whose iterator casts its
+  // outputs). A CPU scalar of another dtype needs the host path, where the
+  // iterator casts it as the CPU does. An output not set yet (while the
+  // iterator is being built) does not count.
   bool needs_no_casts(bool casts_outputs) const {
     const std::optional<c10::ScalarType> common = this->maybe_common_dtype();
     if (!common) {
@@ -108,10 +109,11 @@ class StructuredKernel final : public Op::Native {
     }
     for (int i = 0; i < this->ntensors(); ++i) {
       const bool is_output = i < this->noutputs();
-      if (is_output && !this->tensor_base(i).defined()) {
+      const at::TensorBase& operand = this->tensor_base(i);
+      if (is_output && !operand.defined()) {
         continue;
       }
-      if (!this->tensor_base(i).is_privateuseone()) {
+      if (!operand.is_privateuseone() && (is_output || !operand.is_cpu() || operand.dim() != 0)) {
         return false;
       }
       if ((!is_output || casts_outputs) && this->dtype(i) != *common) {
@@ -121,21 +123,25 @@ class StructuredKernel final : public Op::Native {
     return true;
   }
 
-  // The direct path: points every operand at the host view of its memory and
-  // labels it a CPU operand. libtorch's impl() calls the stub for the
-  // iterator's device type, so it then runs the CPU kernel of the stub, on
-  // device memory, without openreg calling the stub itself (whose inline call
-  // path depends on libtorch's CPU-capability build macros, see
+  // The direct path: points every openreg operand at the host view of its
+  // memory and labels all operands CPU ones. libtorch's impl() calls the stub
+  // for the iterator's device type, so it then runs the CPU kernel of the
+  // stub, on device memory, without openreg calling the stub itself (whose
+  // inline call path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
     c10::SmallVector<const at::TensorBase*, 4> tensors;
     for (int i = 0; i < this->ntensors(); ++i) {
-      tensors.push_back(&this->tensor_base(i));
+      if (this->tensor_base(i).is_privateuseone()) {
+        tensors.push_back(&this->tensor_base(i));
+      }
     }
     c10::SmallVector<void*, 4> host(tensors.size());
     addresses.addresses(tensors, host.data());
-    for (int i = 0; i < this->ntensors(); ++i) {
-      this->unsafe_replace_operand(i, host[i]);
+    for (size_t i = 0, k = 0; i < static_cast<size_t>(this->ntensors()); ++i) {
+      if (k < tensors.size() && &this->tensor_base(i) == tensors[k]) {
+        this->unsafe_replace_operand(i, host[k++]);
+      }
       this->operands_[i].device = c10::Device(c10::kCPU);
     }
   }
