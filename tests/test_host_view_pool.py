@@ -161,6 +161,7 @@ def test_a_failing_kernel_leaves_later_calls_intact():
     fallback_calls(2)
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
 def test_a_call_with_views_on_two_devices_closes_all_their_accesses():
     # A quantized copy between devices runs one CPU kernel over host views of both devices' memory.
     if torch.openreg.device_count() < 2:
@@ -176,3 +177,27 @@ def test_a_call_with_views_on_two_devices_closes_all_their_accesses():
     assert torch.equal(moved.cpu(), cpu)
     del on_1, moved
     torch.openreg.empty_cache()  # orFree refuses memory with an open access
+
+
+def test_fresh_results_are_device_tensors_like_any_other():
+    # A result the CPU kernel allocated in device memory becomes the device tensor itself (HostView.h).
+    a, b = make_cpu((4, 5), torch.float32, seed=1), make_cpu((4, 5), torch.float32, seed=2)
+    ad, bd = a.to(DEVICE), b.to(DEVICE)
+    before = torch.openreg.memory_allocated()
+    r = torch.atan2(ad, bd)
+    assert_same(r, torch.atan2(a, b))
+    assert r.untyped_storage().device == r.device == torch.device(DEVICE, 0)
+    assert torch._C._dispatch_keys(r) == torch._C._dispatch_keys(torch.empty(1, device=DEVICE))
+    assert torch.openreg.memory_allocated() > before
+    assert_same(r.mul(2), torch.atan2(a, b).mul(2))
+    with torch.inference_mode():
+        ri = torch.atan2(ad, bd)
+        assert ri.is_inference() and ri.device.type == DEVICE
+        assert torch._C._dispatch_keys(ri) == torch._C._dispatch_keys(torch.empty(1, device=DEVICE))
+    del r, ri
+    assert torch.openreg.memory_allocated() == before
+    g = ad.clone().requires_grad_()
+    torch.atan2(g, bd).sum().backward()
+    cg = a.clone().requires_grad_()
+    torch.atan2(cg, b).sum().backward()
+    assert_same(g.grad, cg.grad)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <typeinfo>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
@@ -308,6 +309,9 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   if (host_result.is_quantized()) {
     return quantized_to_device(host_result);
   }
+  if (adopt_device_result(host_result)) {
+    return host_result;
+  }
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),
@@ -317,6 +321,28 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       host_result.sizes(), host_result.strides(), host_result.storage_offset());
   copy_flags(*host_impl, *impl);
   return result;
+}
+
+bool HostViews::adopt_device_result(const at::Tensor& host_result) {
+  c10::TensorImpl* impl = host_result.unsafeGetTensorImpl();
+  if (host_result.use_count() != 1 || host_result.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !impl->key_set().has(c10::DispatchKey::CPU) || impl->key_set().has(c10::DispatchKey::Python) ||
+      impl->pyobj_slot()->load_pyobj() != nullptr || impl->autograd_meta() != nullptr) {
+    return false;
+  }
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  HostAccess* access = storage == nullptr ? nullptr : owning_host_access(storage->data_ptr());
+  if (access == nullptr || !held_once(storage) || storage->has_materializer() ||
+      storage->pyobj_slot()->load_pyobj() != nullptr) {
+    return false;
+  }
+  // Out of the context first: replacing the DataPtr frees it.
+  c10::DataPtr device_data = std::move(access->owned);
+  storage->set_data_ptr_noswap(std::move(device_data));  // closes the host view
+  storage->set_allocator(c10::openreg::getDeviceAllocator());
+  impl->set_storage_keep_dtype(impl->storage());  // the tensor's device follows its storage's
+  impl->_change_backend_component_keys(storage->device());
+  return true;
 }
 
 HostAddresses::HostAddresses(c10::Device device, std::string_view op_name)

@@ -128,6 +128,12 @@ class HostViews {
   // fresh one is needed (see alias()).
   at::Tensor pooled_alias(const at::Tensor& device_tensor, HostAccess*& access);
   void return_pooled_views() noexcept;
+  // A fresh dense result the kernel allocated in device memory
+  // (HostResultAllocator.h) and nothing else holds becomes the device tensor
+  // itself: its storage takes the device memory (which closes the host view)
+  // and its TensorImpl the device's dispatch keys, instead of a device
+  // TensorImpl and StorageImpl being built and the host ones torn down.
+  bool adopt_device_result(const at::Tensor& host_result);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
   void write_back(StorageEntry& entry);

@@ -6,17 +6,13 @@
 #include "aten/HostView.h"
 
 namespace at::openreg {
-namespace {
 
-// Whether `storage` has no holder but the one reference the caller has.
 bool held_once(c10::StorageImpl* storage) {
   auto ptr = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
   const bool once = ptr.use_count() == 1 && ptr.weak_use_count() == 1;
   ptr.release();
   return once;
 }
-
-} // namespace
 
 HostViewPool& HostViewPool::for_this_thread() {
   thread_local HostViewPool pool;

@@ -23,6 +23,10 @@ struct PooledHostView {
   HostAccess* access = nullptr;  // owned by the pool, or by the DataPtr in use
 };
 
+// Whether `storage` has no holder but the one reference the caller has,
+// strong or weak.
+bool held_once(c10::StorageImpl* storage);
+
 class HostViewPool {
  public:
   static HostViewPool& for_this_thread();
