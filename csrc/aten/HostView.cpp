@@ -86,18 +86,21 @@ void HostViews::return_pooled_views() noexcept {
   returning.erase(end, returning.end());
   // The others' accesses close together, one batch per device (a batch
   // reaches one device; a copy between devices has views on two).
-  std::sort(returning.begin(), returning.end(), [](const PooledHostView& a, const PooledHostView& b) {
-    return a.access->keep_alive->device().index() < b.access->keep_alive->device().index();
-  });
   c10::SmallVector<const void*, 4> closing;
+  c10::SmallVector<bool, 4> closed(returning.size(), false);
   for (size_t i = 0; i < returning.size(); ++i) {
-    closing.push_back(returning[i].access->device_ptr);
-    const bool last_of_device = i + 1 == returning.size() ||
-        returning[i + 1].access->keep_alive->device() != returning[i].access->keep_alive->device();
-    if (last_of_device) {
-      end_accesses(closing.size(), closing.data());
-      closing.clear();
+    if (closed[i]) {
+      continue;
     }
+    const c10::Device device = returning[i].access->keep_alive->device();
+    closing.clear();
+    for (size_t j = i; j < returning.size(); ++j) {
+      if (!closed[j] && returning[j].access->keep_alive->device() == device) {
+        closing.push_back(returning[j].access->device_ptr);
+        closed[j] = true;
+      }
+    }
+    end_accesses(closing.size(), closing.data());
   }
   for (PooledHostView& view : returning) {
     pool.give(std::move(view));
