@@ -160,7 +160,9 @@ void run_on_host(
     op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
   }
 
-  views.write_back();
+  if (policy.writes_arguments) {
+    views.write_back();
+  }
   const size_t num_returns = op.schema().returns().size();
   for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
     (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return views.to_device(t); });

@@ -1,69 +1,23 @@
 #include "aten/HostView.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
+#include "aten/HostAccess.h"
+#include "aten/HostViewPool.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStorage.h"
 
 namespace at::openreg {
 namespace {
-
-// Context of a CPU DataPtr that points into the runtime's host view of device
-// memory. Destroying it closes the scoped access, then drops what kept the
-// device memory alive.
-struct HostAccess {
-  const void* device_ptr;
-  // Device memory this view owns: set when a CPU kernel grew an argument.
-  c10::DataPtr owned;
-  // The device storage this view reads: set for argument aliases, and after
-  // `owned` was handed over to the device storage.
-  c10::intrusive_ptr<c10::StorageImpl> keep_alive;
-};
-
-// Ends scoped accesses from a deleter or destructor, which must not throw.
-void end_accesses(size_t count, const void* const* device_ptrs) noexcept {
-  if (orMemAccessEndBatch(count, device_ptrs) != orSuccess) {
-    std::fprintf(stderr, "openreg: orMemAccessEndBatch failed: %s\n", orGetLastErrorMessage());
-  }
-}
-
-void close_host_access(void* context) {
-  auto* access = static_cast<HostAccess*>(context);
-  end_accesses(1, &access->device_ptr);
-  delete access;
-}
-
-c10::DataPtr open_host_access(
-    const void* device_ptr,
-    size_t nbytes,
-    c10::DataPtr owned,
-    c10::intrusive_ptr<c10::StorageImpl> keep_alive) {
-  if (device_ptr == nullptr) {
-    TORCH_CHECK(nbytes == 0, "openreg: storage of ", nbytes, " bytes has no device memory");
-    return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
-  }
-  void* host_ptr = nullptr;
-  OPENREG_CHECK(orMemAccessBegin(device_ptr, nbytes, &host_ptr));
-  auto* access = new HostAccess{device_ptr, std::move(owned), std::move(keep_alive)};
-  return c10::DataPtr(host_ptr, access, &close_host_access, c10::Device(c10::kCPU));
-}
-
-HostAccess* owning_host_access(const c10::DataPtr& data) {
-  if (data.get_deleter() != &close_host_access) {
-    return nullptr;
-  }
-  auto* access = static_cast<HostAccess*>(data.get_context());
-  return access->owned ? access : nullptr;
-}
 
 // The allocator of alias storages. When a CPU kernel grows an argument (the
 // resize_ of an out= tensor), the new bytes are device memory as well, and
@@ -102,6 +56,95 @@ c10::Allocator* device_backed_host_allocator() {
 
 HostViews::HostViews(c10::Device device, std::string_view op_name)
     : launch_(device, op_name), device_(device), op_name_(op_name) {}
+
+HostViews::~HostViews() {
+  return_pooled_views();
+}
+
+void HostViews::return_pooled_views() noexcept {
+  // What holds host tensors besides the tensor entries goes first.
+  quantizers_.clear();
+  quantized_.clear();
+  sparse_.clear();
+  c10::SmallVector<PooledHostView, 4> returning;
+  for (TensorEntry& entry : tensors_) {
+    if (entry.pooled != nullptr) {
+      returning.push_back({std::move(entry.host), entry.pooled});
+    }
+  }
+  tensors_.clear();
+  storages_.clear();
+  if (returning.empty()) {
+    return;
+  }
+  HostViewPool& pool = HostViewPool::for_this_thread();
+  // Views that escaped are dropped here (their holders keep them).
+  auto end = std::remove_if(returning.begin(), returning.end(), [&](PooledHostView& view) {
+    if (pool.reusable(view)) {
+      return false;
+    }
+    view.tensor.reset();
+    return true;
+  });
+  returning.erase(end, returning.end());
+  // The others' accesses close together, one batch per device (a batch
+  // reaches one device; a copy between devices has views on two).
+  c10::SmallVector<const void*, 4> closing;
+  c10::SmallVector<bool, 4> closed(returning.size(), false);
+  for (size_t i = 0; i < returning.size(); ++i) {
+    if (closed[i]) {
+      continue;
+    }
+    const c10::Device device = returning[i].access->keep_alive->device();
+    closing.clear();
+    for (size_t j = i; j < returning.size(); ++j) {
+      if (!closed[j] && returning[j].access->keep_alive->device() == device) {
+        closing.push_back(returning[j].access->device_ptr);
+        closed[j] = true;
+      }
+    }
+    end_accesses(closing.size(), closing.data());
+  }
+  for (PooledHostView& view : returning) {
+    pool.give(std::move(view));
+  }
+}
+
+at::Tensor HostViews::pooled_alias(const at::Tensor& device_tensor, HostAccess*& access) {
+  const c10::Storage& device_storage = device_tensor.storage();
+  c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
+  const void* device_ptr = device_storage.data();
+  // A second tensor over a storage shares its host storage; a storage
+  // without bytes needs no access; a ZeroTensor gets its key at construction.
+  if (device_ptr == nullptr || device_tensor._is_zerotensor() || !HostViewPool::usable()) {
+    return {};
+  }
+  for (const auto& entry : storages_) {
+    if (entry.device == device_impl) {
+      return {};
+    }
+  }
+  HostViewPool& pool = HostViewPool::for_this_thread();
+  PooledHostView view = pool.take(device_tensor.dtype());
+  const size_t nbytes = device_storage.nbytes();
+  void* host_ptr = nullptr;
+  const orError_t opened = orMemAccessBegin(device_ptr, nbytes, &host_ptr);
+  if (opened != orSuccess) {
+    pool.give(std::move(view));
+    OPENREG_CHECK(opened);
+  }
+  view.access->device_ptr = device_ptr;
+  view.access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl);
+  c10::TensorImpl* host_impl = view.tensor.unsafeGetTensorImpl();
+  c10::StorageImpl* host_storage = host_impl->storage().unsafeGetStorageImpl();
+  host_storage->set_data_ptr_noswap(
+      c10::DataPtr(host_ptr, view.access, &close_pooled_host_access, c10::Device(c10::kCPU)));
+  host_storage->set_nbytes(nbytes);
+  host_storage->set_resizable(device_storage.resizable());
+  storages_.push_back({device_impl, host_impl->storage(), host_ptr});
+  access = view.access;
+  return std::move(view.tensor);
+}
 
 c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
@@ -146,15 +189,19 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
     tensors_.push_back({device_impl, host});
     return host;
   }
-  at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
-      host_storage_for(device_tensor.storage()),
-      mirrored_keys(c10::DispatchKey::CPU, *device_impl),
-      device_tensor.dtype());
+  HostAccess* pooled = nullptr;
+  at::Tensor host = pooled_alias(device_tensor, pooled);
+  if (!host.defined()) {
+    host = at::detail::make_tensor<c10::TensorImpl>(
+        host_storage_for(device_tensor.storage()),
+        mirrored_keys(c10::DispatchKey::CPU, *device_impl),
+        device_tensor.dtype());
+  }
   c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
   host_impl->set_sizes_and_strides(
       device_tensor.sizes(), device_tensor.strides(), device_tensor.storage_offset());
   copy_flags(*device_impl, *host_impl);
-  tensors_.push_back({device_impl, host});
+  tensors_.push_back({device_impl, host, pooled});
   return host;
 }
 
@@ -268,6 +315,9 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   if (host_result.is_quantized()) {
     return quantized_to_device(host_result);
   }
+  if (adopt_device_result(host_result)) {
+    return host_result;
+  }
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
       mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),
@@ -277,6 +327,28 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
       host_result.sizes(), host_result.strides(), host_result.storage_offset());
   copy_flags(*host_impl, *impl);
   return result;
+}
+
+bool HostViews::adopt_device_result(const at::Tensor& host_result) {
+  c10::TensorImpl* impl = host_result.unsafeGetTensorImpl();
+  if (host_result.use_count() != 1 || host_result.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !impl->key_set().has(c10::DispatchKey::CPU) || impl->key_set().has(c10::DispatchKey::Python) ||
+      impl->pyobj_slot()->load_pyobj() != nullptr || impl->autograd_meta() != nullptr) {
+    return false;
+  }
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  HostAccess* access = storage == nullptr ? nullptr : owning_host_access(storage->data_ptr());
+  if (access == nullptr || !held_once(storage) || storage->has_materializer() ||
+      storage->pyobj_slot()->load_pyobj() != nullptr) {
+    return false;
+  }
+  // Out of the context first: replacing the DataPtr frees it.
+  c10::DataPtr device_data = std::move(access->owned);
+  storage->set_data_ptr_noswap(std::move(device_data));  // closes the host view
+  storage->set_allocator(c10::openreg::getDeviceAllocator());
+  impl->set_storage_keep_dtype(impl->storage());  // the tensor's device follows its storage's
+  impl->_change_backend_component_keys(storage->device());
+  return true;
 }
 
 HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : device_(device), op_name_(op_name) {}

@@ -11,6 +11,8 @@
 
 namespace at::openreg {
 
+struct HostAccess;
+
 // Runs CPU kernels directly on openreg memory, without copies, for every
 // layout openreg holds: strided (also quantized), strided nested and sparse
 // tensors.
@@ -43,12 +45,22 @@ namespace at::openreg {
 // instead would be costly: a tensor that Python owns alone gets its Python
 // object pinned on the first extra C++ reference, which takes the GIL, and
 // released on the last, which takes it again.
+//
+// The host view of a dense argument (a CPU TensorImpl over its own
+// StorageImpl) comes from a per-thread pool and goes back to it when the
+// instance is destroyed, if nothing else holds it (HostViewPool.h); the
+// accesses of all the views going back are closed with one runtime call. A
+// view that escaped the call (kept by the kernel, or still on the stack after
+// an error) is left alone: its access closes when its last holder drops it.
 class HostViews {
  public:
   // `device` receives fresh results; `op_name` names the operator in errors
   // and the kernel in profiles. Waits for the work queued on `device`'s
   // current stream (see KernelLaunch).
   HostViews(c10::Device device, std::string_view op_name);
+  ~HostViews();
+  HostViews(const HostViews&) = delete;
+  HostViews& operator=(const HostViews&) = delete;
 
   at::Tensor alias(const at::Tensor& device_tensor);
   void write_back();
@@ -66,6 +78,8 @@ class HostViews {
   struct TensorEntry {
     c10::TensorImpl* device;  // borrowed from the caller
     at::Tensor host;
+    // The access context of a view taken from the pool, null otherwise.
+    HostAccess* pooled = nullptr;
   };
 
   // Nested tensors (NestedHostViews.cpp): a nested tensor is a buffer
@@ -111,6 +125,16 @@ class HostViews {
   at::QuantizerPtr device_quantizer_for(const at::QuantizerPtr& host_quantizer);
 
   c10::Storage host_storage_for(const c10::Storage& device_storage);
+  // A pooled host view of `device_tensor`, or an undefined tensor where a
+  // fresh one is needed (see alias()).
+  at::Tensor pooled_alias(const at::Tensor& device_tensor, HostAccess*& access);
+  void return_pooled_views() noexcept;
+  // A fresh dense result the kernel allocated in device memory
+  // (HostResultAllocator.h) and nothing else holds becomes the device tensor
+  // itself: its storage takes the device memory (which closes the host view)
+  // and its TensorImpl the device's dispatch keys, instead of a device
+  // TensorImpl and StorageImpl being built and the host ones torn down.
+  bool adopt_device_result(const at::Tensor& host_result);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
   void write_back(StorageEntry& entry);

@@ -44,7 +44,8 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   policy.has_nested_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU);
   policy.has_quantized_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU);
   policy.synchronizes = reads_values_for_size(schema.operator_name().name);
-  policy.allocates_only_results = op.hasTag(at::Tag::pointwise) && !schema.is_mutable();
+  policy.writes_arguments = schema.is_mutable();
+  policy.allocates_only_results = op.hasTag(at::Tag::pointwise) && !policy.writes_arguments;
   const bool cpu_indices = takes_cpu_indices(schema.operator_name().name);
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {

@@ -33,6 +33,9 @@ struct OperatorPolicy {
   // Per argument: the operator writes it (out=, in-place self), so it must be
   // on the device even as a 0-dim tensor.
   std::vector<bool> written_arguments;
+  // Any of them: without, a CPU kernel changes no argument's metadata or
+  // storage, and the fallback skips the write-back (HostViews::write_back).
+  bool writes_arguments = false;
   // The result's size depends on the input's values, which a real device
   // must send to the host first (sync debug mode reports it).
   bool synchronizes = false;

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstddef>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+
+namespace at::openreg {
+
+// The context of a CPU DataPtr that points into the runtime's host view of
+// device memory (a scoped access, HostView.h). Destroying the DataPtr closes
+// the access, then drops what kept the device memory alive.
+struct HostAccess {
+  const void* device_ptr = nullptr;
+  // Device memory this view owns: set when a CPU kernel grew an argument.
+  c10::DataPtr owned;
+  // The device storage this view reads: set for argument aliases, and after
+  // `owned` was handed over to the device storage.
+  c10::intrusive_ptr<c10::StorageImpl> keep_alive;
+};
+
+// The deleters of such DataPtrs: both close the access and free the context.
+// A pooled view's storage (HostViewPool.h) carries the second, which tells
+// the pool that the DataPtr is still the one it installed: every other host
+// view DataPtr (the kernel grew the storage, say) carries the first.
+void close_host_access(void* context);
+void close_pooled_host_access(void* context);
+
+// A host view of `nbytes` of device memory at `device_ptr` (null for a
+// storage without bytes).
+c10::DataPtr open_host_access(
+    const void* device_ptr,
+    size_t nbytes,
+    c10::DataPtr owned,
+    c10::intrusive_ptr<c10::StorageImpl> keep_alive);
+
+// The context of a host view DataPtr that owns device memory, or null.
+HostAccess* owning_host_access(const c10::DataPtr& data);
+
+// Ends scoped accesses from a deleter or destructor, which must not throw:
+// a failure is reported on stderr.
+void end_accesses(size_t count, const void* const* device_ptrs) noexcept;
+
+} // namespace at::openreg
