@@ -387,44 +387,51 @@ ptrdiff_t HostAddresses::find(const void* device_base) const {
 }
 
 void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
-  // The storages not open yet, each once.
-  c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
-  for (const at::TensorBase* device_tensor : device_tensors) {
-    c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
-    const c10::StorageImpl* storage = device_tensor->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-    const void* base = storage->data();
-    if (base != nullptr && find(base) < 0) {
-      pending.emplace_back(base, storage->nbytes());
-    }
-  }
-  const auto same_base = [](const auto& a, const auto& b) { return a.first == b.first; };
-  if (pending.size() > kLinearSearch) {
-    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
-    pending.erase(std::unique(pending.begin(), pending.end(), same_base), pending.end());
-  } else {
-    size_t kept = 0;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      if (std::none_of(pending.begin(), pending.begin() + kept, [&](const auto& p) { return same_base(p, pending[i]); })) {
-        pending[kept++] = pending[i];
+  // The storages not open yet are appended, each once, then opened together.
+  const size_t open = device_bases_.size();
+  c10::SmallVector<size_t, 4> sizes;
+  const auto storage_of = [&](const at::TensorBase& device_tensor) {
+    c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
+    return device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  };
+  if (sorted_slots_.empty() && open + device_tensors.size() <= kLinearSearch) {
+    // A kernel's few operands: find() scans the ones just appended too.
+    for (const at::TensorBase* device_tensor : device_tensors) {
+      const c10::StorageImpl* storage = storage_of(*device_tensor);
+      const void* base = storage->data();
+      if (base != nullptr && find(base) < 0) {
+        device_bases_.push_back(base);
+        sizes.push_back(storage->nbytes());
       }
     }
-    pending.resize(kept);
+  } else {
+    // Many (a foreach call's lists): sorted, to drop the repeated ones.
+    c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
+    for (const at::TensorBase* device_tensor : device_tensors) {
+      const c10::StorageImpl* storage = storage_of(*device_tensor);
+      const void* base = storage->data();
+      if (base != nullptr && find(base) < 0) {
+        pending.emplace_back(base, storage->nbytes());
+      }
+    }
+    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
+    pending.erase(
+        std::unique(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+        pending.end());
+    for (const auto& [base, nbytes] : pending) {
+      device_bases_.push_back(base);
+      sizes.push_back(nbytes);
+    }
   }
-  if (pending.empty()) {
+  if (sizes.empty()) {
     return;
   }
   if (!launch_) {
     launch_.emplace(device_, op_name_);  // before the first byte is touched
   }
-  const size_t open = device_bases_.size();
-  c10::SmallVector<size_t, 4> sizes;
-  for (const auto& [base, nbytes] : pending) {
-    device_bases_.push_back(base);
-    sizes.push_back(nbytes);
-  }
   host_bases_.resize(device_bases_.size());
   const orError_t opened = orMemAccessBeginBatch(
-      pending.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+      sizes.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
   if (opened != orSuccess) {
     // All or nothing: none was opened, and the destructor must not end them.
     device_bases_.resize(open);
