@@ -1,6 +1,7 @@
 #include "DeviceMemory.h"
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -102,6 +103,16 @@ struct Accesses {
   size_t count;
   const void* const* devPtrs;
 
+  // The runs of the first complete walk (forEachRun).
+  struct Run {
+    Allocation* allocation;
+    uintptr_t base;
+    size_t first, end;
+  };
+  std::array<Run, 8> kept{};
+  size_t keptRuns = 0;  // may exceed kept.size(): then nothing is replayed
+  bool walked = false;
+
   uintptr_t address(size_t i) const { return reinterpret_cast<uintptr_t>(devPtrs[i]); }
   std::string role(size_t i) const {
     return batch ? "devPtrs[" + std::to_string(i) + "]" : std::string("pointer");
@@ -155,10 +166,24 @@ struct Accesses {
   // order, stopping at a pointer outside every allocation or at apply's first
   // error. Runs are what the counts are updated by: one atomic instruction
   // per run, not per pointer (locked instructions cost tens of ordinary
-  // instructions' time each). sizes may be null (all 0).
+  // instructions' time each). sizes may be null (all 0). Every call of one
+  // batch sees the same table (one ReadSection), so the first walk keeps
+  // its runs and the passes after it replay them instead of finding every
+  // pointer again; a batch with more runs than are kept walks again.
   template <typename Apply>
   orError_t forEachRun(const Device& dev, const AllocationTable& table, const size_t* sizes,
-                       size_t limit, Apply&& apply) const {
+                       size_t limit, Apply&& apply) {
+    if (walked && keptRuns <= kept.size()) {
+      for (size_t r = 0; r < keptRuns && kept[r].end <= limit; ++r) {
+        const Run& run = kept[r];
+        if (const orError_t error = apply(*run.allocation, run.base, run.first, run.end);
+            error != orSuccess) {
+          return error;
+        }
+      }
+      return orSuccess;
+    }
+    const bool keep = !walked;
     Allocation* run = nullptr;
     uintptr_t runBase = 0, base = 0;
     size_t first = 0;
@@ -174,6 +199,7 @@ struct Accesses {
       }
       if (allocation == run) continue;
       if (run != nullptr) {
+        if (keep && keptRuns++ < kept.size()) kept[keptRuns - 1] = Run{run, runBase, first, i};
         if (const orError_t error = apply(*run, runBase, first, i); error != orSuccess) {
           return error;
         }
@@ -182,6 +208,7 @@ struct Accesses {
       runBase = base;
       first = i;
     }
+    walked = walked || limit == count;
     return orSuccess;
   }
 };
@@ -195,7 +222,7 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
     return fail(orErrorInvalidValue, "%s: %s is NULL (count %zu)", api,
                 batch ? "devPtrs, sizes or hostPtrs" : "hostPtr", count);
   }
-  const Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{api, batch, count, devPtrs};
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
   const ReadSection section;
@@ -239,7 +266,7 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   if (config == nullptr) return orErrorInitializationError;
   if (count == 0) return orSuccess;
   if (devPtrs == nullptr) return fail(orErrorInvalidValue, "%s: devPtrs is NULL (count %zu)", api, count);
-  const Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{api, batch, count, devPtrs};
   Device* dev;
   if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
   const ReadSection section;
