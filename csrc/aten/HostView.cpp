@@ -371,7 +371,7 @@ constexpr size_t kLinearSearch = 8;
 constexpr std::less<const void*> address_less;
 } // namespace
 
-ptrdiff_t HostAddresses::find(const void* device_base) const {
+inline ptrdiff_t HostAddresses::find(const void* device_base) const {
   if (sorted_slots_.empty()) {
     for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
       if (device_bases_[slot] == device_base) {

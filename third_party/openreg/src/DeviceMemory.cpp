@@ -98,6 +98,9 @@ orError_t notDevicePointer(const char* context, uintptr_t address) {
 // Scoped accesses, alone (orMemAccessBegin/End) or batched: the pointers
 // and how messages name them ("pointer" alone, "devPtrs[i]" in a batch).
 struct Accesses {
+  Accesses(const char* api, bool batch, size_t count, const void* const* devPtrs)
+      : api(api), batch(batch), count(count), devPtrs(devPtrs) {}
+
   const char* api;
   bool batch;
   size_t count;
@@ -109,7 +112,7 @@ struct Accesses {
     uintptr_t base;
     size_t first, end;
   };
-  std::array<Run, 8> kept{};
+  std::array<Run, 8> kept;  // the first keptRuns are set
   size_t keptRuns = 0;  // may exceed kept.size(): then nothing is replayed
   bool walked = false;
 
