@@ -3,7 +3,7 @@ functional, in-place and `.out` overloads are openreg kernels that run
 libtorch's structured impl, which calls the CPU kernel of the stub on device
 memory, so they never use the CPU fallback, and they equal the CPU bit for bit
 (same CPU loops on the same memory), on the direct path (operands in the
-common dtype) as on the host path (casts, CPU scalars). Attention asks the
+common dtype, CPU scalars) as on the host path (casts). Attention asks the
 device's _fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH) for a
 backend and gets the CPU's answer."""
 import pathlib
@@ -201,7 +201,7 @@ IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_", "eq": "e
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("name", sorted(IN_PLACE))
 def test_inplace_and_out_equal_cpu(name, dtype):
-    """Same-dtype operands take the direct path, a float64 or CPU-scalar
+    """Same-dtype operands and CPU scalars take the direct path, a float64
     operand the host path; results, errors and identity match the CPU."""
     a = make_cpu((4, 5), dtype, seed=1)
     for other in [make_cpu((5,), dtype, seed=2, low=1 if not dtype.is_floating_point else None),
@@ -224,12 +224,16 @@ def test_inplace_and_out_equal_cpu(name, dtype):
         torch.testing.assert_close(out.cpu(), expected, rtol=0, atol=0, equal_nan=True)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64], ids=dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_python_scalar_operands_equal_cpu(dtype):
-    """A Python number arrives as a wrapped CPU scalar; half and bfloat16 CPU
-    loops read it at float precision, which only the host path preserves."""
+    """A Python number arrives as a wrapped CPU scalar of another dtype, cast
+    to the common dtype as the CPU's iterator casts it; half and bfloat16 CPU
+    loops read the uncast value (float precision), which the cast keeps."""
     a = make_cpu((33,), dtype, seed=5)
-    for fn in [lambda t: t * 0.1, lambda t: t + 1.7, lambda t: t - 3, lambda t: t / 0.3, lambda t: t.mul_(0.1)]:
+    for fn in [lambda t: t * 0.1, lambda t: t + 1.7, lambda t: t - 3, lambda t: t / 0.3, lambda t: t.mul_(0.1),
+               lambda t: t.add_(True), lambda t: t.sub_(2), lambda t: t.div_(7), lambda t: t == 1,
+               lambda t: t * (2 + 1j), lambda t: t.lerp_(t.flip(0), 0.3),
+               lambda t: t.mul_(torch.tensor(0.1, dtype=torch.float64)), lambda t: t + torch.tensor(3, dtype=torch.int8)]:
         expected = cpu_result(fn, a.clone())
         if isinstance(expected, type):  # int64.mul_(0.1)
             with pytest.raises(expected):

@@ -96,12 +96,12 @@ class StructuredKernel final : public Op::Native {
     return std::move(device_out_);
   }
 
-  // True if the CPU loops can run on this iterator's operands as they are:
-  // all openreg tensors or 0-dim CPU inputs (scalars, read where they are),
-  // in the common dtype (outputs too, for operators whose iterator casts its
-  // outputs). A CPU scalar of another dtype needs the host path, where the
-  // iterator casts it as the CPU does. An output not set yet (while the
-  // iterator is being built) does not count.
+  // True if the CPU loops can run on this iterator's operands: all openreg
+  // tensors in the common dtype (outputs too, for operators whose iterator
+  // casts its outputs), or 0-dim CPU inputs (scalars, such as the wrapped
+  // number of `x.mul_(0.9)`) of any dtype, which point_operands_at_host casts
+  // as the CPU's iterator does. An output not set yet (while the iterator is
+  // being built) does not count.
   bool needs_no_casts(bool casts_outputs) const {
     const std::optional<c10::ScalarType> common = this->maybe_common_dtype();
     if (!common) {
@@ -113,8 +113,11 @@ class StructuredKernel final : public Op::Native {
       if (is_output && !operand.defined()) {
         continue;
       }
-      if (!operand.is_privateuseone() && (is_output || !operand.is_cpu() || operand.dim() != 0)) {
-        return false;
+      if (!operand.is_privateuseone()) {
+        if (is_output || !operand.is_cpu() || operand.dim() != 0) {
+          return false;
+        }
+        continue;
       }
       if ((!is_output || casts_outputs) && this->dtype(i) != *common) {
         return false;
@@ -124,16 +127,19 @@ class StructuredKernel final : public Op::Native {
   }
 
   // The direct path: points every openreg operand at the host view of its
-  // memory and labels all operands CPU ones. libtorch's impl() calls the stub
-  // for the iterator's device type, so it then runs the CPU kernel of the
-  // stub, on device memory, without openreg calling the stub itself (whose
-  // inline call path depends on libtorch's CPU-capability build macros, see
+  // memory, casts CPU scalars of another dtype to the common one and labels
+  // all operands CPU ones. libtorch's impl() calls the stub for the
+  // iterator's device type, so it then runs the CPU kernel of the stub, on
+  // device memory, without openreg calling the stub itself (whose inline call
+  // path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
     c10::SmallVector<const at::TensorBase*, 4> tensors;
     for (int i = 0; i < this->ntensors(); ++i) {
       if (this->tensor_base(i).is_privateuseone()) {
         tensors.push_back(&this->tensor_base(i));
+      } else if (this->dtype(i) != this->common_dtype()) {
+        cast_cpu_scalar(i);
       }
     }
     c10::SmallVector<void*, 4> host(tensors.size());
@@ -148,6 +154,18 @@ class StructuredKernel final : public Op::Native {
 
  private:
   static constexpr bool is_iterator = std::is_base_of_v<at::TensorIteratorBase, Native>;
+
+  // What the iterator does to a CPU input of another dtype when its common
+  // device is the CPU, and only then (every stub operator's iterator promotes
+  // its inputs): a temporary in the common dtype, the original kept, since
+  // some loops read a reduced-precision operation's scalar from it
+  // (original_scalar_value: the CPU's mul of a half tensor by 0.1).
+  void cast_cpu_scalar(int index) {
+    at::OperandInfo& operand = this->operands_[index];
+    operand.exchange_tensor(c10::MaybeOwned<at::TensorBase>::owned(operand.tensor().to(this->common_dtype())));
+    operand.current_dtype = operand.target_dtype = this->common_dtype();
+    this->unsafe_replace_operand(index, operand.tensor_base().data_ptr());
+  }
 
   // What the meta function asked for, applied to an existing tensor (out=,
   // in-place): a dtype check and resize_output. Strides are advice, applied

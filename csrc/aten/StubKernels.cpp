@@ -11,11 +11,12 @@
 // the dispatcher). Each registered kernel checks devices as CUDA does, runs
 // the meta function and libtorch's impl() through StructuredKernel (what
 // torchgen generates for in-tree backends), on one of two paths:
-//   - direct: the iterator is built over the openreg tensors; when it needs
+//   - direct: the iterator is built over the openreg tensors; when they need
 //     no dtype conversion, its operands are pointed at the host view of the
-//     same memory and labelled CPU operands, so impl() calls the CPU kernel
-//     of the stub on device memory: no copy, no CPU tensor built;
-//   - host: otherwise (mixed dtypes, CPU scalars), the iterator is rebuilt
+//     same memory and labelled CPU operands (CPU scalars cast as the CPU
+//     casts them), so impl() calls the CPU kernel of the stub on device
+//     memory: no copy, no CPU tensor over device memory built;
+//   - host: otherwise (openreg operands of mixed dtypes), the iterator is rebuilt
 //     over host views (CPU tensors over device memory), for which it inserts
 //     its casting temporaries as it does only for CPU tensors (CPU loops
 //     never cast), and impl() runs exactly as on the CPU.
