@@ -40,7 +40,8 @@ void DeviceCheck::see(c10::Device d) {
 }
 
 c10::Device DeviceCheck::device() const {
-  return device_.value_or(c10::openreg::make_device(c10::openreg::current_device()));
+  // Not value_or: its argument, a runtime call, would run on every kernel call.
+  return device_ ? *device_ : c10::openreg::make_device(c10::openreg::current_device());
 }
 
 void DeviceCheck::mismatch(c10::Device other) const {

@@ -1,3 +1,4 @@
+#include <array>
 #include "aten/HostView.h"
 
 #include <algorithm>
@@ -386,14 +387,15 @@ inline ptrdiff_t HostAddresses::find(const void* device_base) const {
   return it != sorted_slots_.end() && device_bases_[*it] == device_base ? static_cast<ptrdiff_t>(*it) : -1;
 }
 
+const c10::StorageImpl* HostAddresses::storage_of(const at::TensorBase& device_tensor) const {
+  c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
+  return device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+}
+
 void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
   // The storages not open yet are appended, each once, then opened together.
   const size_t open = device_bases_.size();
   c10::SmallVector<size_t, 4> sizes;
-  const auto storage_of = [&](const at::TensorBase& device_tensor) {
-    c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
-    return device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-  };
   if (sorted_slots_.empty() && open + device_tensors.size() <= kLinearSearch) {
     // A kernel's few operands: find() scans the ones just appended too.
     for (const at::TensorBase* device_tensor : device_tensors) {
@@ -423,7 +425,11 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
       sizes.push_back(nbytes);
     }
   }
-  if (sizes.empty()) {
+  begin(open, sizes.data(), sizes.size());
+}
+
+void HostAddresses::begin(size_t open, const size_t* sizes, size_t count) {
+  if (count == 0) {
     return;
   }
   if (!launch_) {
@@ -431,7 +437,7 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
   }
   host_bases_.resize(device_bases_.size());
   const orError_t opened = orMemAccessBeginBatch(
-      sizes.size(), device_bases_.data() + open, sizes.data(), reinterpret_cast<void**>(host_bases_.data() + open));
+      count, device_bases_.data() + open, sizes, reinterpret_cast<void**>(host_bases_.data() + open));
   if (opened != orSuccess) {
     // All or nothing: none was opened, and the destructor must not end them.
     device_bases_.resize(open);
@@ -454,6 +460,30 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
 }
 
 void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
+  if (device_bases_.empty() && device_tensors.size() <= kLinearSearch) {
+    // A kernel's operands, none open yet: each storage is opened once per
+    // operand with bytes, so that none is searched for. The runtime counts
+    // every access and ends them alike, and operands in one allocation are
+    // one run to it however many there are.
+    std::array<size_t, kLinearSearch> sizes;
+    size_t count = 0;
+    for (const at::TensorBase* device_tensor : device_tensors) {
+      const c10::StorageImpl* storage = storage_of(*device_tensor);
+      if (storage->data() != nullptr) {
+        device_bases_.push_back(storage->data());
+        sizes[count++] = storage->nbytes();
+      }
+    }
+    begin(0, sizes.data(), count);
+    for (size_t i = 0, slot = 0; i < device_tensors.size(); ++i) {
+      const void* base = device_tensors[i]->unsafeGetTensorImpl()->unsafe_storage().data();
+      host[i] = base == nullptr  // no bytes
+          ? nullptr
+          : host_bases_[slot++] +
+              (static_cast<const char*>(device_tensors[i]->const_data_ptr()) - static_cast<const char*>(base));
+    }
+    return;
+  }
   open_storages(device_tensors);
   for (size_t i = 0; i < device_tensors.size(); ++i) {
     const at::TensorBase& device_tensor = *device_tensors[i];

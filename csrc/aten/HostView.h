@@ -178,7 +178,8 @@ class HostAddresses {
   // host[i] receives the address of device_tensors[i]'s data (null for a
   // storage without bytes). The storages not open yet are opened with one
   // batched runtime call (orMemAccessBeginBatch): a kernel's operands,
-  // usually carved from one device allocation, cost one lock and one lookup.
+  // usually carved from one device allocation, cost one lookup and one
+  // atomic update.
   void addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host);
   void* address(const at::TensorBase& device_tensor);
   // Opens the storages of every openreg tensor of `lists` with one batched
@@ -189,8 +190,13 @@ class HostAddresses {
   void close() noexcept;
 
  private:
+  // The storage of an openreg operand, checked to hold all of its bytes.
+  const c10::StorageImpl* storage_of(const at::TensorBase& device_tensor) const;
   // Opens the storages of `device_tensors` not open yet, each once.
   void open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors);
+  // Opens the `count` storages appended after the first `open` (their sizes
+  // in bytes), with one runtime call; all or none.
+  void begin(size_t open, const size_t* sizes, size_t count);
   // The slot of an open storage, by device base address; -1 if not open.
   ptrdiff_t find(const void* device_base) const;
 
@@ -198,7 +204,8 @@ class HostAddresses {
   std::string_view op_name_;
   std::optional<KernelLaunch> launch_;
   // The open storages' device and host base addresses, pairwise, in opening
-  // order; the device ones are what orMemAccessEndBatch closes.
+  // order; the device ones are what orMemAccessEndBatch closes. A storage
+  // appears once per operand when a kernel's operands open it (addresses()).
   c10::SmallVector<const void*, 4> device_bases_;
   c10::SmallVector<char*, 4> host_bases_;
   // Once more than a few are open (a foreach kernel holds hundreds), their

@@ -58,7 +58,10 @@ class StructuredKernel final : public Op::Native {
       c10::IntArrayRef strides,
       c10::TensorOptions options) override {
     if constexpr (!HostOutput && is_iterator) {
-      if (!needs_no_casts(Op::casts_outputs)) {
+      // Decided here, once the inputs are known (the iterator sets its
+      // outputs last); the output allocated next is in the common dtype.
+      direct_ = needs_no_casts(Op::casts_outputs);
+      if (!direct_) {
         // The host path will make this call again and lay the output out as
         // the CPU does (see StubKernels.cpp): leave the caller's tensor
         // alone, and give the iterator an empty placeholder, not memory.
@@ -96,34 +99,10 @@ class StructuredKernel final : public Op::Native {
     return std::move(device_out_);
   }
 
-  // True if the CPU loops can run on this iterator's operands: all openreg
-  // tensors in the common dtype (outputs too, for operators whose iterator
-  // casts its outputs), or 0-dim CPU inputs (scalars, such as the wrapped
-  // number of `x.mul_(0.9)`) of any dtype, which point_operands_at_host casts
-  // as the CPU's iterator does. An output not set yet (while the iterator is
-  // being built) does not count.
-  bool needs_no_casts(bool casts_outputs) const {
-    const std::optional<c10::ScalarType> common = this->maybe_common_dtype();
-    if (!common) {
-      return false;
-    }
-    for (int i = 0; i < this->ntensors(); ++i) {
-      const bool is_output = i < this->noutputs();
-      const at::TensorBase& operand = this->tensor_base(i);
-      if (is_output && !operand.defined()) {
-        continue;
-      }
-      if (!operand.is_privateuseone()) {
-        if (is_output || !operand.is_cpu() || operand.dim() != 0) {
-          return false;
-        }
-        continue;
-      }
-      if ((!is_output || casts_outputs) && this->dtype(i) != *common) {
-        return false;
-      }
-    }
-    return true;
+  // Whether the direct path can run, as decided while the iterator set the
+  // output (needs_no_casts).
+  bool direct() const {
+    return direct_;
   }
 
   // The direct path: points every openreg operand at the host view of its
@@ -154,6 +133,36 @@ class StructuredKernel final : public Op::Native {
 
  private:
   static constexpr bool is_iterator = std::is_base_of_v<at::TensorIteratorBase, Native>;
+
+  // True if the CPU loops can run on this iterator's operands: all openreg
+  // tensors in the common dtype (outputs too, for operators whose iterator
+  // casts its outputs), or 0-dim CPU inputs (scalars, such as the wrapped
+  // number of `x.mul_(0.9)`) of any dtype, which point_operands_at_host casts
+  // as the CPU's iterator does. An output not set yet (while the iterator is
+  // being built) does not count.
+  bool needs_no_casts(bool casts_outputs) const {
+    const std::optional<c10::ScalarType> common = this->maybe_common_dtype();
+    if (!common) {
+      return false;
+    }
+    for (int i = 0; i < this->ntensors(); ++i) {
+      const bool is_output = i < this->noutputs();
+      const at::TensorBase& operand = this->tensor_base(i);
+      if (is_output && !operand.defined()) {
+        continue;
+      }
+      if (!operand.is_privateuseone()) {
+        if (is_output || !operand.is_cpu() || operand.dim() != 0) {
+          return false;
+        }
+        continue;
+      }
+      if ((!is_output || casts_outputs) && this->dtype(i) != *common) {
+        return false;
+      }
+    }
+    return true;
+  }
 
   // What the iterator does to a CPU input of another dtype when its common
   // device is the CPU, and only then (every stub operator's iterator promotes
@@ -202,6 +211,7 @@ class StructuredKernel final : public Op::Native {
   }
 
   HostCall* call_;
+  bool direct_ = false;
   c10::MaybeOwned<at::Tensor> device_out_;
   at::Tensor host_out_;  // the host views' output
 };

@@ -80,7 +80,7 @@ c10::MaybeOwned<at::Tensor> run_stub(
     const Rest&... rest) {
   StructuredKernel<Op, /*HostOutput=*/false> direct(out);
   direct.meta(self, rest...);
-  if (direct.needs_no_casts(Op::casts_outputs)) {
+  if (direct.direct()) {
     // Nothing to compute or write: skip the kernel, whose CPU loop may still
     // read an empty broadcast operand as a scalar (mul of half tensors reads
     // operand 2 through a pointer that is not an element of any tensor).
