@@ -466,21 +466,22 @@ void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensor
     // every access and ends them alike, and operands in one allocation are
     // one run to it however many there are.
     std::array<size_t, kLinearSearch> sizes;
+    std::array<size_t, kLinearSearch> offsets;  // of the data in its storage, in bytes
     size_t count = 0;
     for (const at::TensorBase* device_tensor : device_tensors) {
       const c10::StorageImpl* storage = storage_of(*device_tensor);
       if (storage->data() != nullptr) {
+        const c10::TensorImpl* impl = device_tensor->unsafeGetTensorImpl();
         device_bases_.push_back(storage->data());
-        sizes[count++] = storage->nbytes();
+        sizes[count] = storage->nbytes();
+        offsets[count++] = impl->storage_offset() * impl->itemsize();
       }
     }
     begin(0, sizes.data(), count);
     for (size_t i = 0, slot = 0; i < device_tensors.size(); ++i) {
-      const void* base = device_tensors[i]->unsafeGetTensorImpl()->unsafe_storage().data();
-      host[i] = base == nullptr  // no bytes
-          ? nullptr
-          : host_bases_[slot++] +
-              (static_cast<const char*>(device_tensors[i]->const_data_ptr()) - static_cast<const char*>(base));
+      const bool has_bytes = device_tensors[i]->unsafeGetTensorImpl()->unsafe_storage().data() != nullptr;
+      host[i] = has_bytes ? host_bases_[slot] + offsets[slot] : nullptr;
+      slot += has_bytes;
     }
     return;
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <type_traits>
 
 #include <ATen/EmptyTensor.h>
@@ -113,21 +114,24 @@ class StructuredKernel final : public Op::Native {
   // path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
-    c10::SmallVector<const at::TensorBase*, 4> tensors;
+    constexpr int kMaxOperands = 4;  // addcmul's output and three inputs
+    TORCH_INTERNAL_ASSERT(this->ntensors() <= kMaxOperands);
+    std::array<const at::TensorBase*, kMaxOperands> tensors;
+    std::array<int, kMaxOperands> indices;
+    size_t count = 0;
     for (int i = 0; i < this->ntensors(); ++i) {
       if (this->tensor_base(i).is_privateuseone()) {
-        tensors.push_back(&this->tensor_base(i));
+        tensors[count] = &this->tensor_base(i);
+        indices[count++] = i;
       } else if (this->dtype(i) != this->common_dtype()) {
         cast_cpu_scalar(i);
       }
-    }
-    c10::SmallVector<void*, 4> host(tensors.size());
-    addresses.addresses(tensors, host.data());
-    for (size_t i = 0, k = 0; i < static_cast<size_t>(this->ntensors()); ++i) {
-      if (k < tensors.size() && &this->tensor_base(i) == tensors[k]) {
-        this->unsafe_replace_operand(i, host[k++]);
-      }
       this->operands_[i].device = c10::Device(c10::kCPU);
+    }
+    std::array<void*, kMaxOperands> host;
+    addresses.addresses({tensors.data(), count}, host.data());
+    for (size_t k = 0; k < count; ++k) {
+      this->unsafe_replace_operand(indices[k], host[k]);
     }
   }
 
