@@ -62,50 +62,50 @@ HostViews::~HostViews() {
 }
 
 void HostViews::return_pooled_views() noexcept {
-  // What holds host tensors besides the tensor entries goes first.
+  // What holds host tensors besides the pooled views goes first: it may
+  // hold a pooled view's storage.
   quantizers_.clear();
   quantized_.clear();
   sparse_.clear();
-  c10::SmallVector<PooledHostView, 4> returning;
+  storages_.clear();
+  bool any_pooled = false;
   for (TensorEntry& entry : tensors_) {
-    if (entry.pooled != nullptr) {
-      returning.push_back({std::move(entry.host), entry.pooled});
+    if (entry.pooled == nullptr) {
+      entry.host.reset();
+    } else {
+      any_pooled = true;
     }
   }
-  tensors_.clear();
-  storages_.clear();
-  if (returning.empty() && adopted_.empty()) {
+  if (!any_pooled && adopted_.empty()) {
+    tensors_.clear();
     return;
   }
   HostViewPool& pool = HostViewPool::for_this_thread();
-  // Views that escaped are dropped here (their holders keep them).
-  auto end = std::remove_if(returning.begin(), returning.end(), [&](PooledHostView& view) {
-    if (pool.reusable(view)) {
-      return false;
+  // Views that escaped are dropped here (their holders keep them); the
+  // others' accesses close with the adopted results'.
+  c10::SmallVector<const HostAccess*, 8> closing(adopted_.begin(), adopted_.end());
+  for (TensorEntry& entry : tensors_) {
+    if (entry.pooled != nullptr) {
+      if (pool.reusable(entry.host, entry.pooled)) {
+        closing.push_back(entry.pooled);
+      } else {
+        entry.host.reset();
+        entry.pooled = nullptr;
+      }
     }
-    view.tensor.reset();
-    return true;
-  });
-  returning.erase(end, returning.end());
-  // The accesses to close, one batch per device (a batch reaches one
-  // device; a copy between devices has views on two).
-  c10::SmallVector<std::pair<c10::DeviceIndex, const void*>, 8> closing;
-  for (const PooledHostView& view : returning) {
-    closing.emplace_back(view.access->keep_alive->device().index(), view.access->device_ptr);
   }
-  for (const HostAccess* access : adopted_) {
-    closing.emplace_back(access->keep_alive->device().index(), access->device_ptr);
-  }
+  // One batch per device (a batch reaches one device; a copy between
+  // devices has views on two).
   c10::SmallVector<const void*, 8> device_ptrs;
   while (!closing.empty()) {
-    const c10::DeviceIndex device = closing.front().first;
+    const c10::Device device = closing.front()->keep_alive->device();
     device_ptrs.clear();
     // remove_if applies the predicate once per element, in order.
-    const auto others = std::remove_if(closing.begin(), closing.end(), [&](const auto& access) {
-      if (access.first != device) {
+    const auto others = std::remove_if(closing.begin(), closing.end(), [&](const HostAccess* access) {
+      if (access->keep_alive->device() != device) {
         return false;
       }
-      device_ptrs.push_back(access.second);
+      device_ptrs.push_back(access->device_ptr);
       return true;
     });
     closing.erase(others, closing.end());
@@ -115,9 +115,12 @@ void HostViews::return_pooled_views() noexcept {
     delete access;  // after its access: drops the device storage it kept alive
   }
   adopted_.clear();
-  for (PooledHostView& view : returning) {
-    pool.give(std::move(view));
+  for (TensorEntry& entry : tensors_) {
+    if (entry.pooled != nullptr) {
+      pool.give({std::move(entry.host), entry.pooled});
+    }
   }
+  tensors_.clear();
 }
 
 HostViews::TensorEntry* HostViews::find(const c10::TensorImpl* device_impl) {
