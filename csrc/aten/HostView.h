@@ -21,9 +21,9 @@ struct HostAccess;
 // one operator call, alias() turns each openreg tensor into a CPU tensor over
 // the runtime's host view of the same bytes (a scoped access, open for as long
 // as the CPU tensor lives); the CPU kernel then reads and writes device memory
-// in place. Afterwards write_back() carries whatever the kernel did to an
-// argument's metadata or storage (resize_, set_, in-place view ops) back to the
-// openreg tensor, and to_device() maps each result back:
+// in place. Afterwards write_back() carries whatever the kernel did to a
+// written argument's metadata or storage (resize_, set_, in-place view ops)
+// back to the openreg tensor, and to_device() maps each result back:
 //   - an argument's alias returned as is (in-place, out=)  -> that argument;
 //   - a view of an argument's storage                      -> the same view
 //                                                             of the device
