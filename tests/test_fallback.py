@@ -446,6 +446,29 @@ def test_inplace_returns_self():
     assert_same(bd, base)
 
 
+_write_back_lib = torch.library.Library("fallback_write_back_test", "DEF")
+_write_back_lib.define("grow_(Tensor(a!) self, Tensor other) -> ()")
+
+
+def _grow(self, other):
+    self.resize_(2 * other.numel())
+
+
+_write_back_lib.impl("grow_", _grow, "CPU")
+
+
+def test_written_argument_passed_again_as_an_input_is_written_back():
+    # The write-back looks only at the arguments the schema writes; a tensor that is also passed as an input is one.
+    x = torch.arange(3.0, device=DEVICE)
+    torch.ops.fallback_write_back_test.grow_(x, x)
+    assert x.shape == (6,)
+    assert_same(x[:3], torch.arange(3.0))
+    y = torch.arange(2.0, device=DEVICE)
+    torch.ops.fallback_write_back_test.grow_(y, x)
+    assert y.shape == (12,) and x.shape == (6,)
+    assert_same(y[:2], torch.arange(2.0))
+
+
 def test_out_variants():
     a = make_cpu((3, 4), torch.float32, seed=1)
     b = make_cpu((3, 4), torch.float32, seed=2)

@@ -87,6 +87,20 @@ def test_result_memory_is_the_devices_and_is_freed_with_the_tensor(op):
     assert host.untyped_storage().device.type == "cpu"
 
 
+def test_result_access_closes_with_the_call():
+    # The access the kernel wrote its result through is closed with the call's other accesses (HostView.h): once
+    # the result is gone, its memory can go back to the device (orFree refuses memory with an open access).
+    # 16 MiB: large enough for a segment of its own.
+    a = b = torch.ones(1 << 22, device=DEVICE)
+    torch.openreg.empty_cache()
+    reserved = torch.openreg.memory_reserved()
+    result = torch.atan2(a, b)
+    assert torch.openreg.memory_reserved() > reserved
+    del result
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == reserved
+
+
 def test_kernel_error_frees_device_memory_and_ends_the_scope():
     x = dev(torch.ones(8))
     before = torch.openreg.memory_allocated()

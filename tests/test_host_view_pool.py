@@ -120,6 +120,18 @@ def test_views_carry_nothing_over_from_earlier_calls():
     assert_same(describe(z.to(DEVICE).conj().imag), describe(z.conj().imag))
 
 
+def test_a_reused_view_takes_each_calls_offset_and_strides():
+    # A reused view sets its sizes, strides and offset only where they differ from the previous call's: consecutive
+    # calls that differ in the offset alone, in the strides alone, or in both take their own.
+    cpu = make_cpu((4, 4), torch.float32, seed=10)
+    x = cpu.to(DEVICE)
+    views = [lambda t: t[0], lambda t: t[1], lambda t: t[:, 1], lambda t: t, lambda t: t.t(), lambda t: t.t()[1:3],
+             lambda t: t[1:3], lambda t: t[1:3]]
+    for view in views:
+        assert_same(describe(view(x)), describe(view(cpu)))
+        assert_same(torch.relu(view(x)), torch.relu(view(cpu)))
+
+
 def test_views_inside_inference_mode():
     cpu = make_cpu((4, 4), torch.float32, seed=4)
     x = cpu.to(DEVICE)

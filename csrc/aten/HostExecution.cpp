@@ -83,12 +83,12 @@ c10::Device check_devices(const OperatorPolicy& policy, const torch::jit::Stack&
   return check.device();
 }
 
-// An argument's host counterpart.
-at::Tensor host_argument(HostViews& views, const at::Tensor& t) {
+// An argument's host counterpart; `written` as in HostViews::alias.
+at::Tensor host_argument(HostViews& views, const at::Tensor& t, bool written) {
   if (!t.defined() || !t.is_privateuseone()) {
     return t;
   }
-  at::Tensor host = views.alias(t);
+  at::Tensor host = views.alias(t, written);
   // Some CPU kernels save what only the backward pass needs when an input
   // requires grad (_sparse_mm_reduce_impl's arg-max indices), as they do for
   // the CPU tensors the caller would have passed. Below autograd this
@@ -139,17 +139,36 @@ void run_on_host(
   // The arguments replaced by host views stay alive here: HostViews borrows
   // the openreg tensors, and the stack may have held their only reference.
   c10::SmallVector<c10::IValue, 8> arguments;
-  HostViews views(call.device(), policy.name);
-  for (size_t i = arguments_begin; i < arguments_begin + num_arguments; ++i) {
-    c10::IValue& value = (*stack)[i];
+  c10::SmallVector<size_t, 8> positions;  // their indices in the schema
+  for (size_t i = 0; i < num_arguments; ++i) {
+    c10::IValue& value = (*stack)[arguments_begin + i];
     if (value.isDevice()) {
       if (value.toDevice().is_privateuseone()) {
         value = c10::Device(c10::kCPU);  // factories: build on the host view
       }
     } else if (value.isTensor() || value.isTensorList() || value.isOptionalTensorList()) {
       arguments.push_back(std::move(value));
-      value = map_tensors(arguments.back(), [&](const at::Tensor& t) { return host_argument(views, t); });
+      positions.push_back(i);
     }
+  }
+  HostViews views(call.device(), policy.name);
+  // Their storages open with one batched access. (A Tensor?[] hands out its
+  // tensors as copies, which cannot be pointed at: alias() opens those.)
+  c10::SmallVector<const at::Tensor*, 8> tensors;
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor()) {
+      tensors.push_back(&value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) {
+        tensors.push_back(&t);
+      }
+    }
+  }
+  views.open(tensors);
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    const bool written = policy.written_arguments[positions[k]];
+    (*stack)[arguments_begin + positions[k]] =
+        map_tensors(arguments[k], [&](const at::Tensor& t) { return host_argument(views, t, written); });
   }
 
   if (results == KernelAllocations::OnDevice ||

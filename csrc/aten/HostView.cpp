@@ -63,88 +63,180 @@ HostViews::~HostViews() {
 }
 
 void HostViews::return_pooled_views() noexcept {
-  // What holds host tensors besides the tensor entries goes first.
+  // What holds host tensors besides the pooled views goes first: it may
+  // hold a pooled view's storage.
   quantizers_.clear();
   quantized_.clear();
   sparse_.clear();
-  c10::SmallVector<PooledHostView, 4> returning;
+  storages_.clear();
+  bool any_pooled = false;
   for (TensorEntry& entry : tensors_) {
-    if (entry.pooled != nullptr) {
-      returning.push_back({std::move(entry.host), entry.pooled});
+    if (entry.pooled == nullptr) {
+      entry.host.reset();
+    } else {
+      any_pooled = true;
     }
   }
-  tensors_.clear();
-  storages_.clear();
-  if (returning.empty()) {
+  if (!any_pooled && adopted_.empty()) {
+    tensors_.clear();
     return;
   }
   HostViewPool& pool = HostViewPool::for_this_thread();
-  // Views that escaped are dropped here (their holders keep them).
-  auto end = std::remove_if(returning.begin(), returning.end(), [&](PooledHostView& view) {
-    if (pool.reusable(view)) {
-      return false;
-    }
-    view.tensor.reset();
-    return true;
-  });
-  returning.erase(end, returning.end());
-  // The others' accesses close together, one batch per device (a batch
-  // reaches one device; a copy between devices has views on two).
-  c10::SmallVector<const void*, 4> closing;
-  c10::SmallVector<bool, 4> closed(returning.size(), false);
-  for (size_t i = 0; i < returning.size(); ++i) {
-    if (closed[i]) {
-      continue;
-    }
-    const c10::Device device = returning[i].access->keep_alive->device();
-    closing.clear();
-    for (size_t j = i; j < returning.size(); ++j) {
-      if (!closed[j] && returning[j].access->keep_alive->device() == device) {
-        closing.push_back(returning[j].access->device_ptr);
-        closed[j] = true;
+  // Views that escaped are dropped here (their holders keep them); the
+  // others' accesses close with the adopted results'.
+  c10::SmallVector<const HostAccess*, 8> closing(adopted_.begin(), adopted_.end());
+  for (TensorEntry& entry : tensors_) {
+    if (entry.pooled != nullptr) {
+      if (pool.reusable(entry.host, entry.pooled)) {
+        closing.push_back(entry.pooled);
+      } else {
+        entry.host.reset();
+        entry.pooled = nullptr;
       }
     }
-    end_accesses(closing.size(), closing.data());
   }
-  for (PooledHostView& view : returning) {
-    pool.give(std::move(view));
+  // One batch per device (a batch reaches one device; a copy between
+  // devices has views on two).
+  c10::SmallVector<const void*, 8> device_ptrs;
+  while (!closing.empty()) {
+    const c10::Device device = closing.front()->keep_alive->device();
+    device_ptrs.clear();
+    // remove_if applies the predicate once per element, in order.
+    const auto others = std::remove_if(closing.begin(), closing.end(), [&](const HostAccess* access) {
+      if (access->keep_alive->device() != device) {
+        return false;
+      }
+      device_ptrs.push_back(access->device_ptr);
+      return true;
+    });
+    closing.erase(others, closing.end());
+    end_accesses(device_ptrs.size(), device_ptrs.data());
+  }
+  for (HostAccess* access : adopted_) {
+    delete access;  // after its access: drops the device storage it kept alive
+  }
+  adopted_.clear();
+  for (TensorEntry& entry : tensors_) {
+    if (entry.pooled != nullptr) {
+      pool.give({std::move(entry.host), entry.pooled});
+    }
+  }
+  tensors_.clear();
+}
+
+HostViews::TensorEntry* HostViews::find(const c10::TensorImpl* device_impl) {
+  for (TensorEntry& entry : tensors_) {
+    if (entry.device == device_impl) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool same(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A pooled view keeps the sizes, strides and offset of its last call, which
+// most calls repeat: setting them again (and recomputing the contiguity flags
+// they imply) is skipped when they are equal.
+void mirror_geometry(const c10::TensorImpl& from, c10::TensorImpl& to) {
+  if (!same(to.sizes(), from.sizes()) || !same(to.strides(), from.strides()) ||
+      to.storage_offset() != from.storage_offset()) {
+    to.set_sizes_and_strides(from.sizes(), from.strides(), from.storage_offset());
   }
 }
 
-at::Tensor HostViews::pooled_alias(const at::Tensor& device_tensor, HostAccess*& access) {
-  const c10::Storage& device_storage = device_tensor.storage();
-  c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
-  const void* device_ptr = device_storage.data();
-  // A second tensor over a storage shares its host storage; a storage
-  // without bytes needs no access; a ZeroTensor gets its key at construction.
-  if (device_ptr == nullptr || device_tensor._is_zerotensor() || !HostViewPool::usable()) {
-    return {};
+} // namespace
+
+void HostViews::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensors) {
+  if (!HostViewPool::usable()) {
+    return;
   }
-  for (const auto& entry : storages_) {
-    if (entry.device == device_impl) {
-      return {};
+  // The tensors that get one: each storage once (a second tensor over a
+  // storage shares its host storage, a fresh view), one device per batch, a
+  // storage without bytes needs no access, a ZeroTensor gets its key at
+  // construction. Their entries are added first, without data.
+  HostViewPool* pool = nullptr;
+  const size_t first = tensors_.size();
+  c10::SmallVector<const void*, 4> device_ptrs;
+  c10::SmallVector<size_t, 4> sizes;
+  const auto mapped = [&](const c10::StorageImpl* storage) {
+    for (const auto& entry : storages_) {
+      if (entry.device == storage) {
+        return true;
+      }
     }
+    // Pending ones, by address (a storage has one).
+    return std::find(device_ptrs.begin(), device_ptrs.end(), storage->data()) != device_ptrs.end();
+  };
+  for (const at::Tensor* device_tensor : device_tensors) {
+    c10::TensorImpl* device_impl = device_tensor->unsafeGetTensorImpl();
+    const c10::StorageImpl* storage = device_impl->unsafe_storage().unsafeGetStorageImpl();
+    if (storage->data() == nullptr || device_tensor->_is_zerotensor() ||
+        (!device_ptrs.empty() && storage->device() != tensors_[first].device->unsafe_storage().device()) ||
+        mapped(storage)) {
+      continue;
+    }
+    if (pool == nullptr) {
+      pool = &HostViewPool::for_this_thread();
+    }
+    PooledHostView view = pool->take(device_tensor->dtype());
+    tensors_.push_back({device_impl, std::move(view.tensor), view.access});
+    device_ptrs.push_back(storage->data());
+    sizes.push_back(storage->nbytes());
   }
-  HostViewPool& pool = HostViewPool::for_this_thread();
-  PooledHostView view = pool.take(device_tensor.dtype());
-  const size_t nbytes = device_storage.nbytes();
-  void* host_ptr = nullptr;
-  const orError_t opened = orMemAccessBegin(device_ptr, nbytes, &host_ptr);
+  if (device_ptrs.empty()) {
+    return;
+  }
+  c10::SmallVector<void*, 4> host_ptrs(device_ptrs.size());
+  const orError_t opened = orMemAccessBeginBatch(device_ptrs.size(), device_ptrs.data(), sizes.data(), host_ptrs.data());
   if (opened != orSuccess) {
-    pool.give(std::move(view));
+    for (size_t i = first; i < tensors_.size(); ++i) {
+      pool->give({std::move(tensors_[i].host), tensors_[i].pooled});
+    }
+    tensors_.resize(first);
     OPENREG_CHECK(opened);
   }
-  view.access->device_ptr = device_ptr;
-  view.access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl);
-  c10::TensorImpl* host_impl = view.tensor.unsafeGetTensorImpl();
-  c10::StorageImpl* host_storage = host_impl->storage().unsafeGetStorageImpl();
-  host_storage->set_data_ptr_noswap(
-      c10::DataPtr(host_ptr, view.access, &close_pooled_host_access, c10::Device(c10::kCPU)));
-  host_storage->set_nbytes(nbytes);
-  host_storage->set_resizable(device_storage.resizable());
-  storages_.push_back({device_impl, host_impl->storage(), host_ptr});
-  access = view.access;
-  return std::move(view.tensor);
+  for (size_t i = 0; i < device_ptrs.size(); ++i) {
+    TensorEntry& entry = tensors_[first + i];
+    c10::StorageImpl* device_storage = entry.device->unsafe_storage().unsafeGetStorageImpl();
+    entry.pooled->device_ptr = device_ptrs[i];
+    entry.pooled->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage);
+    c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
+    c10::StorageImpl* host_storage = host_impl->unsafe_storage().unsafeGetStorageImpl();
+    host_storage->set_data_ptr_noswap(
+        c10::DataPtr(host_ptrs[i], entry.pooled, &close_pooled_host_access, c10::Device(c10::kCPU)));
+    host_storage->set_nbytes(sizes[i]);
+    host_storage->set_resizable(device_storage->resizable());
+    mirror_geometry(*entry.device, *host_impl);
+    copy_flags(*entry.device, *host_impl);
+    storages_.push_back({device_storage, host_impl->storage(), host_ptrs[i]});
+  }
+}
+
+void HostViews::open(c10::ArrayRef<const at::Tensor*> device_tensors) {
+  c10::SmallVector<const at::Tensor*, 4> dense;
+  for (const at::Tensor* device_tensor : device_tensors) {
+    const c10::TensorImpl* impl = device_tensor->unsafeGetTensorImpl();
+    if (device_tensor->defined() && device_tensor->is_privateuseone() && device_tensor->device() == device_ &&
+        device_tensor->layout() == c10::kStrided && !impl->is_nested() && !device_tensor->is_quantized() &&
+        find(impl) == nullptr) {
+      c10::openreg::check_tensor_in_storage(*device_tensor, op_name_);
+      dense.push_back(device_tensor);
+    }
+  }
+  take_pooled_views(dense);
 }
 
 c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
@@ -169,40 +261,39 @@ c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   return host;
 }
 
-at::Tensor HostViews::alias(const at::Tensor& device_tensor) {
+at::Tensor HostViews::alias(const at::Tensor& device_tensor, bool written) {
   c10::TensorImpl* device_impl = device_tensor.unsafeGetTensorImpl();
-  for (const auto& entry : tensors_) {
-    if (entry.device == device_impl) {
-      return entry.host;
-    }
+  if (TensorEntry* entry = find(device_impl)) {
+    entry->written = entry->written || written;
+    return entry->host;
   }
   if (device_tensor.layout() != c10::kStrided) {  // sparse layouts; nested tensors are strided
     return alias_sparse(device_tensor);
   }
   if (device_impl->is_nested()) {
     at::Tensor host = alias_nested(device_tensor);
-    tensors_.push_back({device_impl, host});
+    tensors_.push_back({device_impl, host, nullptr, written});
     return host;
   }
   c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
   if (device_tensor.is_quantized()) {
     at::Tensor host = alias_quantized(device_tensor);
-    tensors_.push_back({device_impl, host});
+    tensors_.push_back({device_impl, host, nullptr, written});
     return host;
   }
-  HostAccess* pooled = nullptr;
-  at::Tensor host = pooled_alias(device_tensor, pooled);
-  if (!host.defined()) {
-    host = at::detail::make_tensor<c10::TensorImpl>(
-        host_storage_for(device_tensor.storage()),
-        mirrored_keys(c10::DispatchKey::CPU, *device_impl),
-        device_tensor.dtype());
+  take_pooled_views({&device_tensor});
+  if (TensorEntry* entry = find(device_impl)) {
+    entry->written = written;
+    return entry->host;
   }
+  at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
+      host_storage_for(device_tensor.storage()),
+      mirrored_keys(c10::DispatchKey::CPU, *device_impl),
+      device_tensor.dtype());
   c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
-  host_impl->set_sizes_and_strides(
-      device_tensor.sizes(), device_tensor.strides(), device_tensor.storage_offset());
+  mirror_geometry(*device_impl, *host_impl);
   copy_flags(*device_impl, *host_impl);
-  tensors_.push_back({device_impl, host, pooled});
+  tensors_.push_back({device_impl, host, nullptr, written});
   return host;
 }
 
@@ -239,8 +330,10 @@ void HostViews::write_back() {
   }
   for (auto& entry : tensors_) {
     c10::TensorImpl* device_impl = entry.device;
-    if (device_impl->is_nested()) {
-      continue;  // its buffer is written in place; CPU kernels keep nested metadata
+    if (!entry.written || device_impl->is_nested()) {
+      // Not written, or a nested tensor: its buffer is written in place, and
+      // CPU kernels keep nested metadata.
+      continue;
     }
     const c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
     c10::StorageImpl* storage = device_storage_for(host_impl->storage());
@@ -343,9 +436,13 @@ bool HostViews::adopt_device_result(const at::Tensor& host_result) {
       storage->pyobj_slot()->load_pyobj() != nullptr) {
     return false;
   }
-  // Out of the context first: replacing the DataPtr frees it.
+  // Out of the context first, and the context out of the DataPtr, whose
+  // deleter would close the access now: it closes with the pooled views'.
+  adopted_.push_back(access);
   c10::DataPtr device_data = std::move(access->owned);
-  storage->set_data_ptr_noswap(std::move(device_data));  // closes the host view
+  (void)storage->_mutable_data_ptr_no_checks().release_context();
+  access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage);
+  storage->set_data_ptr_noswap(std::move(device_data));
   storage->set_allocator(c10::openreg::getDeviceAllocator());
   impl->set_storage_keep_dtype(impl->storage());  // the tensor's device follows its storage's
   impl->_change_backend_component_keys(storage->device());

@@ -21,9 +21,9 @@ struct HostAccess;
 // one operator call, alias() turns each openreg tensor into a CPU tensor over
 // the runtime's host view of the same bytes (a scoped access, open for as long
 // as the CPU tensor lives); the CPU kernel then reads and writes device memory
-// in place. Afterwards write_back() carries whatever the kernel did to an
-// argument's metadata or storage (resize_, set_, in-place view ops) back to the
-// openreg tensor, and to_device() maps each result back:
+// in place. Afterwards write_back() carries whatever the kernel did to a
+// written argument's metadata or storage (resize_, set_, in-place view ops)
+// back to the openreg tensor, and to_device() maps each result back:
 //   - an argument's alias returned as is (in-place, out=)  -> that argument;
 //   - a view of an argument's storage                      -> the same view
 //                                                             of the device
@@ -48,10 +48,12 @@ struct HostAccess;
 //
 // The host view of a dense argument (a CPU TensorImpl over its own
 // StorageImpl) comes from a per-thread pool and goes back to it when the
-// instance is destroyed, if nothing else holds it (HostViewPool.h); the
-// accesses of all the views going back are closed with one runtime call. A
-// view that escaped the call (kept by the kernel, or still on the stack after
-// an error) is left alone: its access closes when its last holder drops it.
+// instance is destroyed, if nothing else holds it (HostViewPool.h). open()
+// opens the accesses of a call's arguments with one runtime call, and the
+// destructor closes those of all the views going back, with the host views of
+// adopted results, with one more. A view that escaped the call (kept by the
+// kernel, or still on the stack after an error) is left alone: its access
+// closes when its last holder drops it.
 class HostViews {
  public:
   // `device` receives fresh results; `op_name` names the operator in errors
@@ -62,7 +64,15 @@ class HostViews {
   HostViews(const HostViews&) = delete;
   HostViews& operator=(const HostViews&) = delete;
 
-  at::Tensor alias(const at::Tensor& device_tensor);
+  // Maps the dense tensors of `device_tensors` on this instance's device to
+  // pooled host views, their storages opened with one batched runtime call
+  // (orMemAccessBeginBatch), so that alias() then finds them: what the
+  // fallback does with a call's arguments. Other tensors are left to alias().
+  void open(c10::ArrayRef<const at::Tensor*> device_tensors);
+  // `written`: whether the call may change the tensor's metadata or storage
+  // (an out= or in-place argument), which write_back() then carries back; it
+  // looks at no other tensor's.
+  at::Tensor alias(const at::Tensor& device_tensor, bool written = true);
   void write_back();
   at::Tensor to_device(const at::Tensor& host_result);
 
@@ -80,6 +90,7 @@ class HostViews {
     at::Tensor host;
     // The access context of a view taken from the pool, null otherwise.
     HostAccess* pooled = nullptr;
+    bool written = false;
   };
 
   // Nested tensors (NestedHostViews.cpp): a nested tensor is a buffer
@@ -125,15 +136,19 @@ class HostViews {
   at::QuantizerPtr device_quantizer_for(const at::QuantizerPtr& host_quantizer);
 
   c10::Storage host_storage_for(const c10::Storage& device_storage);
-  // A pooled host view of `device_tensor`, or an undefined tensor where a
-  // fresh one is needed (see alias()).
-  at::Tensor pooled_alias(const at::Tensor& device_tensor, HostAccess*& access);
+  TensorEntry* find(const c10::TensorImpl* device_impl);
+  // Pooled host views of those of the dense `device_tensors` that can have
+  // one (see open()); the others are left to a fresh view.
+  void take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensors);
+  // Closes the accesses of the pooled views going back and of the adopted
+  // results with one batch per device, and gives the views back.
   void return_pooled_views() noexcept;
   // A fresh dense result the kernel allocated in device memory
   // (HostResultAllocator.h) and nothing else holds becomes the device tensor
-  // itself: its storage takes the device memory (which closes the host view)
-  // and its TensorImpl the device's dispatch keys, instead of a device
-  // TensorImpl and StorageImpl being built and the host ones torn down.
+  // itself: its storage takes the device memory and its TensorImpl the
+  // device's dispatch keys, instead of a device TensorImpl and StorageImpl
+  // being built and the host ones torn down. Its host view's access is closed
+  // with the pooled views' (adopted_).
   bool adopt_device_result(const at::Tensor& host_result);
   // The device storage behind a CPU storage seen after the kernel ran.
   c10::StorageImpl* device_storage_for(const c10::Storage& host_storage);
@@ -148,6 +163,9 @@ class HostViews {
   c10::SmallVector<SparseEntry, 1> sparse_;
   c10::SmallVector<QuantizedEntry, 1> quantized_;
   c10::SmallVector<QuantizerPair, 1> quantizers_;
+  // The access contexts of adopted results' host views, still open; each
+  // keeps its device storage alive until the access is closed.
+  c10::SmallVector<HostAccess*, 1> adopted_;
 };
 
 // The allocator of alias storages: device memory of the current device,

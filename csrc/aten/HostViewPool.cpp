@@ -51,9 +51,9 @@ PooledHostView HostViewPool::take(caffe2::TypeMeta dtype) {
   return view;
 }
 
-bool HostViewPool::reusable(const PooledHostView& view) const {
-  const c10::TensorImpl* impl = view.tensor.unsafeGetTensorImpl();
-  if (view.tensor.use_count() != 1 || view.tensor.weak_use_count() != 1 || impl->key_set() != keys_ ||
+bool HostViewPool::reusable(const at::Tensor& tensor, const HostAccess* access) const {
+  const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  if (tensor.use_count() != 1 || tensor.weak_use_count() != 1 || impl->key_set() != keys_ ||
       impl->pyobj_slot()->load_pyobj() != nullptr || impl->is_wrapped_number() ||
       impl->has_symbolic_sizes_strides()) {
     return false;
@@ -66,7 +66,7 @@ bool HostViewPool::reusable(const PooledHostView& view) const {
   // Another deleter or context: the kernel replaced the DataPtr (it grew
   // the storage), and the context HostViews installed is gone with it.
   const c10::DataPtr& data = storage->data_ptr();
-  return data.get_deleter() == &close_pooled_host_access && data.get_context() == view.access;
+  return data.get_deleter() == &close_pooled_host_access && data.get_context() == access;
 }
 
 void HostViewPool::give(PooledHostView view) noexcept {

@@ -43,12 +43,13 @@ class HostViewPool {
   // A view of `dtype`, no data pointer (a new one if the pool is empty).
   PooledHostView take(caffe2::TypeMeta dtype);
 
-  // Whether `view`, after its call, is exactly as take() left it but for
-  // what give() resets, and held by nothing else: not by the kernel, Python
-  // or a weak reference, its storage not shared with another tensor, and its
-  // DataPtr the one HostViews installed. Anything else escaped the call and
-  // must be left to its holders (its access then closes with the storage).
-  bool reusable(const PooledHostView& view) const;
+  // Whether a view (its tensor and access context), after its call, is
+  // exactly as take() left it but for what give() resets, and held by
+  // nothing else: not by the kernel, Python or a weak reference, its storage
+  // not shared with another tensor, and its DataPtr the one HostViews
+  // installed. Anything else escaped the call and must be left to its
+  // holders (its access then closes with the storage).
+  bool reusable(const at::Tensor& tensor, const HostAccess* access) const;
 
   // Takes back a reusable view whose access was closed: its DataPtr is
   // dropped without running the deleter, its device storage let go, its

@@ -1,7 +1,8 @@
 #pragma once
 
 #include <string>
-#include <vector>
+
+#include <c10/util/SmallVector.h>
 
 namespace c10 {
 class OperatorHandle;
@@ -31,8 +32,9 @@ struct OperatorPolicy {
   // Index of the `Generator?` argument of a random operator; -1 if none.
   int generator_argument = -1;
   // Per argument: the operator writes it (out=, in-place self), so it must be
-  // on the device even as a 0-dim tensor.
-  std::vector<bool> written_arguments;
+  // on the device even as a 0-dim tensor. (Bytes, not std::vector<bool>'s
+  // bits: every call reads it.)
+  c10::SmallVector<bool, 8> written_arguments;
   // Any of them: without, a CPU kernel changes no argument's metadata or
   // storage, and the fallback skips the write-back (HostViews::write_back).
   bool writes_arguments = false;
