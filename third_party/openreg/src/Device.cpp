@@ -7,7 +7,12 @@ namespace openreg::runtime {
 
 namespace {
 
-thread_local int current = 0;
+// Initial-exec: read by every guard and kernel launch, so it lives in the
+// static TLS block and is one fs-relative load, not a __tls_get_addr call,
+// even in a dlopen'ed library. Such a library's initial-exec variables must
+// fit the few hundred bytes of static TLS that glibc keeps for libraries
+// loaded later, so only this and ReadSection's slot use it (12 bytes).
+[[gnu::tls_model("initial-exec")]] thread_local int current = 0;
 
 orError_t checkDevice(const Config& config, int index) {
   if (index < 0 || index >= config.deviceCount) {

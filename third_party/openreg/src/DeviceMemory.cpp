@@ -98,9 +98,11 @@ orError_t notDevicePointer(const char* context, uintptr_t address) {
 // Scoped accesses, alone (orMemAccessBegin/End) or batched: the pointers
 // and how messages name them ("pointer" alone, "devPtrs[i]" in a batch).
 struct Accesses {
-  Accesses(const char* api, bool batch, size_t count, const void* const* devPtrs)
-      : api(api), batch(batch), count(count), devPtrs(devPtrs) {}
+  Accesses(const Config& config, const char* api, bool batch, size_t count,
+           const void* const* devPtrs)
+      : config(config), api(api), batch(batch), count(count), devPtrs(devPtrs) {}
 
+  const Config& config;
   const char* api;
   bool batch;
   size_t count;
@@ -121,27 +123,34 @@ struct Accesses {
     return batch ? "devPtrs[" + std::to_string(i) + "]" : std::string("pointer");
   }
 
-  // The one device all pointers belong to, found without a lock.
-  orError_t findDevice(const Config& config, Device** found) const {
-    Device* dev = nullptr;
-    for (size_t i = 0; i < count; ++i) {
-      // Most pointers of a batch lie in the first one's arena.
-      const Arena* arena = dev != nullptr ? dev->arena.load(std::memory_order_acquire) : nullptr;
-      if (arena != nullptr && arena->contains(address(i))) continue;
-      Device* owner = deviceContaining(config, address(i));
-      if (owner == nullptr) {
-        return fail(orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api,
-                    batch ? (role(i) + " ").c_str() : "", devPtrs[i]);
-      }
-      if (dev != nullptr && owner != dev) {
+  // The device of the first pointer, found without a lock. The walk
+  // (forEachRun) looks for every pointer among that device's allocations
+  // only, which no other device's memory is among, so only a pointer it
+  // misses needs its own device found (reportMissing).
+  orError_t firstDevice(Device** found) const {
+    *found = deviceContaining(config, address(0));
+    return *found != nullptr ? orSuccess : reportNotDevicePointer(0);
+  }
+
+  orError_t reportNotDevicePointer(size_t i) const {
+    return fail(orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api,
+                batch ? (role(i) + " ").c_str() : "", devPtrs[i]);
+  }
+
+  // The first pointer, in order, that is not device memory or is memory of
+  // another device than the first pointer's (recording why); orSuccess if
+  // there is none.
+  orError_t checkOneDevice(const Device& dev) const {
+    for (size_t i = 1; i < count; ++i) {
+      const Device* owner = deviceContaining(config, address(i));
+      if (owner == nullptr) return reportNotDevicePointer(i);
+      if (owner != &dev) {
         return fail(orErrorInvalidValue,
                     "%s: devPtrs[%zu] %p is memory of device %d, devPtrs[0] %p of device %d: one "
                     "batch reaches one device",
-                    api, i, devPtrs[i], owner->index, devPtrs[0], dev->index);
+                    api, i, devPtrs[i], owner->index, devPtrs[0], dev.index);
       }
-      dev = owner;
     }
-    *found = dev;
     return orSuccess;
   }
 
@@ -157,11 +166,15 @@ struct Accesses {
     return lookupAllocation(table, address(i), bytes, base);
   }
 
-  // Records why find failed for pointer i.
-  [[gnu::noinline]] void reportMissing(const Device& dev, const AllocationTable& table, size_t i,
-                                       size_t bytes) const {
+  // Records why find failed for pointer i and returns the error: as if every
+  // pointer's device had been checked before the walk, a pointer (any, the
+  // first in order) that is not on the first one's device is named first.
+  [[gnu::noinline]] orError_t reportMissing(const Device& dev, const AllocationTable& table,
+                                            size_t i, size_t bytes) const {
+    if (const orError_t error = checkOneDevice(dev); error != orSuccess) return error;
     uintptr_t base;
     findAllocation(dev, table, address(i), bytes, api, role(i).c_str(), &base);
+    return orErrorInvalidDevicePointer;
   }
 
   // Calls apply(allocation, base, first, end) for every run [first, end) of
@@ -195,10 +208,7 @@ struct Accesses {
       if (i < limit) {
         const size_t bytes = sizes != nullptr ? sizes[i] : 0;
         allocation = find(table, i, bytes, run, &base);
-        if (allocation == nullptr) {
-          reportMissing(dev, table, i, bytes);
-          return orErrorInvalidDevicePointer;
-        }
+        if (allocation == nullptr) return reportMissing(dev, table, i, bytes);
       }
       if (allocation == run) continue;
       if (run != nullptr) {
@@ -225,37 +235,45 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
     return fail(orErrorInvalidValue, "%s: %s is NULL (count %zu)", api,
                 batch ? "devPtrs, sizes or hostPtrs" : "hostPtr", count);
   }
-  Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
   // All pointers are found before any count changes, so a bad one leaves
   // every count as it was (and no concurrent orFree sees a passing count).
+  // A batch that is one run (a kernel's operands in one segment of a caching
+  // allocator) is counted as soon as it is found: its one count is all or
+  // nothing by itself.
+  bool counted = false;
   if (const orError_t error = accesses.forEachRun(
           *dev, table, sizes, count,
-          [&](const Allocation& allocation, uintptr_t, size_t first, size_t end) {
+          [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
             for (size_t i = first; i < end; ++i) {
               hostPtrs[i] = allocation.hostAddress(accesses.address(i));
             }
-            return orSuccess;
+            if (first != 0 || end != count) return orSuccess;
+            counted = true;
+            return allocation.addUses(count) ? orSuccess
+                                             : notInsideAllocation(*dev, accesses.address(0), api,
+                                                                   accesses.role(0).c_str());
           });
-      error != orSuccess) {
+      error != orSuccess || counted) {
     return error;
   }
   // Counting fails only for an allocation that orFree released meanwhile.
-  size_t counted = 0;
+  size_t countedEnd = 0;
   const orError_t error = accesses.forEachRun(
       *dev, table, sizes, count, [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
         if (!allocation.addUses(end - first)) {
           return notInsideAllocation(*dev, accesses.address(first), api,
                                      accesses.role(first).c_str());
         }
-        counted = end;
+        countedEnd = end;
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, sizes, counted,
+    accesses.forEachRun(*dev, table, sizes, countedEnd,
                         [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
                           allocation.uses.fetch_sub(end - first, std::memory_order_relaxed);
                           return orSuccess;
@@ -269,9 +287,9 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   if (config == nullptr) return orErrorInitializationError;
   if (count == 0) return orSuccess;
   if (devPtrs == nullptr) return fail(orErrorInvalidValue, "%s: devPtrs is NULL (count %zu)", api, count);
-  Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
   // Error unless the run's allocation has as many open accesses as the run
@@ -290,38 +308,51 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
                 reinterpret_cast<void*>(base), allocation.size, dev->index,
                 batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
   };
-  // Checked before any count changes, so ending what is not open changes
-  // nothing (and no concurrent orFree sees a count that is later restored).
-  if (const orError_t error = accesses.forEachRun(
-          *dev, table, nullptr, count,
-          [&](const Allocation& allocation, uintptr_t base, size_t first, size_t end) {
-            return checkOpen(allocation, base, first, end,
-                             allocation.uses.load(std::memory_order_relaxed));
-          });
-      error != orSuccess) {
-    return error;
-  }
   // Fails only if other threads ended the same accesses meanwhile: never
   // below 0. Release: an orFree that sees the count reach 0 also sees the
   // host-side reads and writes of the accesses done.
-  size_t ended = 0;
+  const auto endRun = [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+    uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
+    do {
+      if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
+          failed != orSuccess) {
+        return failed;
+      }
+    } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
+                                                    std::memory_order_release,
+                                                    std::memory_order_relaxed));
+    return orSuccess;
+  };
+  // Checked before any count changes, so ending what is not open changes
+  // nothing (and no concurrent orFree sees a count that is later restored).
+  // A batch that is one run is ended as soon as it is found: its one
+  // checked update is all or nothing by itself.
+  bool ended = false;
+  if (const orError_t error = accesses.forEachRun(
+          *dev, table, nullptr, count,
+          [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+            if (first == 0 && end == count) {
+              ended = true;
+              return endRun(allocation, base, first, end);
+            }
+            return checkOpen(allocation, base, first, end,
+                             allocation.uses.load(std::memory_order_relaxed));
+          });
+      error != orSuccess || ended) {
+    return error;
+  }
+  size_t endedEnd = 0;
   const orError_t error = accesses.forEachRun(
       *dev, table, nullptr, count,
       [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
-        uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
-        do {
-          if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
-              failed != orSuccess) {
-            return failed;
-          }
-        } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
-                                                        std::memory_order_release,
-                                                        std::memory_order_relaxed));
-        ended = end;
+        if (const orError_t failed = endRun(allocation, base, first, end); failed != orSuccess) {
+          return failed;
+        }
+        endedEnd = end;
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, nullptr, ended,
+    accesses.forEachRun(*dev, table, nullptr, endedEnd,
                         [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
                           allocation.uses.fetch_add(end - first, std::memory_order_relaxed);
                           return orSuccess;
