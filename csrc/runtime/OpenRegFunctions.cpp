@@ -17,13 +17,12 @@ c10::DeviceIndex device_count_ensure_non_throwing() noexcept {
       : 0;
 }
 
-void check_device_index(c10::DeviceIndex index) {
-  // Runs several times per operator call; the count cannot change (the
-  // runtime reads its environment once), so it is asked once. A failure
-  // (an invalid environment) throws and is asked again next time.
-  static const c10::DeviceIndex count = device_count();
+namespace {
+
+// Out of line, so the check's fast path stays a compare and a branch.
+[[noreturn]] C10_NOINLINE void throw_invalid_device_index(c10::DeviceIndex index, c10::DeviceIndex count) {
   TORCH_CHECK(
-      index >= 0 && index < count,
+      false,
       "Invalid openreg device index ",
       static_cast<int>(index),
       ": there ",
@@ -31,6 +30,18 @@ void check_device_index(c10::DeviceIndex index) {
       " (set OPENREG_DEVICE_COUNT to change it), so valid indices are 0..",
       count - 1,
       ".");
+}
+
+} // namespace
+
+void check_device_index(c10::DeviceIndex index) {
+  // Runs several times per operator call; the count cannot change (the
+  // runtime reads its environment once), so it is asked once. A failure
+  // (an invalid environment) throws and is asked again next time.
+  static const c10::DeviceIndex count = device_count();
+  if (C10_UNLIKELY(index < 0 || index >= count)) {
+    throw_invalid_device_index(index, count);
+  }
 }
 
 c10::DeviceIndex current_device() {

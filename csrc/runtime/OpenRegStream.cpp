@@ -62,11 +62,8 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
 
 } // namespace
 
-OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
-  TORCH_CHECK(
-      stream_.device_type() == c10::DeviceType::PrivateUse1,
-      "Expected an openreg stream, got a stream of ",
-      stream_.device());
+void OpenRegStream::throw_not_openreg(c10::Stream stream) {
+  TORCH_CHECK(false, "Expected an openreg stream, got a stream of ", stream.device());
 }
 
 orStream_t OpenRegStream::handle() const {

@@ -18,7 +18,12 @@ namespace c10::openreg {
 
 class OpenRegStream {
  public:
-  explicit OpenRegStream(c10::Stream stream);
+  // Inline: every kernel launch wraps its current stream.
+  explicit OpenRegStream(c10::Stream stream) : stream_(stream) {
+    if (C10_UNLIKELY(stream_.device_type() != c10::DeviceType::PrivateUse1)) {
+      throw_not_openreg(stream_);
+    }
+  }
 
   c10::Stream unwrap() const {
     return stream_;
@@ -55,6 +60,8 @@ class OpenRegStream {
   void synchronize() const;
 
  private:
+  [[noreturn]] C10_NOINLINE static void throw_not_openreg(c10::Stream stream);
+
   c10::Stream stream_;
 };
 
