@@ -1,7 +1,5 @@
 #include "runtime/OpenRegFunctions.h"
 
-#include "runtime/OpenRegException.h"
-
 namespace c10::openreg {
 
 c10::DeviceIndex device_count() {
@@ -44,23 +42,9 @@ void check_device_index(c10::DeviceIndex index) {
   }
 }
 
-c10::DeviceIndex current_device() {
-  int device = 0;
-  OPENREG_CHECK(orGetDevice(&device));
-  return static_cast<c10::DeviceIndex>(device);
-}
-
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
   OPENREG_CHECK(orSetDevice(index));
-}
-
-c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
-  const auto previous = current_device();
-  if (index != previous) {
-    set_device(index);
-  }
-  return previous;
 }
 
 c10::DeviceIndex maybe_exchange_device(c10::DeviceIndex index) {

@@ -159,11 +159,25 @@ struct Accesses {
   // arguments often share one. Null if there is none.
   Allocation* find(const AllocationTable& table, size_t i, size_t bytes, Allocation* previous,
                    uintptr_t* base) const {
-    const uintptr_t offset = address(i) - *base;
-    if (previous != nullptr && offset < previous->size && bytes <= previous->size - offset) {
-      return previous;
-    }
+    if (previous != nullptr && holds(*previous, *base, address(i), bytes)) return previous;
     return lookupAllocation(table, address(i), bytes, base);
+  }
+
+  // Inside a ReadSection: the allocation of table that holds every pointer
+  // with its range, its base in *base, if there is one. Such a batch (a
+  // kernel's operands in one segment of a caching allocator) is one run, and
+  // one update of its count is all or nothing by itself, so it needs no walk.
+  // Null otherwise: the walk (forEachRun) then finds the runs or reports the
+  // pointer that is missing.
+  Allocation* onlyAllocation(const AllocationTable& table, const size_t* sizes,
+                             uintptr_t* base) const {
+    Allocation* allocation =
+        lookupAllocation(table, address(0), sizes != nullptr ? sizes[0] : 0, base);
+    if (allocation == nullptr) return nullptr;
+    for (size_t i = 1; i < count; ++i) {
+      if (!holds(*allocation, *base, address(i), sizes != nullptr ? sizes[i] : 0)) return nullptr;
+    }
+    return allocation;
   }
 
   // Records why find failed for pointer i and returns the error: as if every
@@ -240,40 +254,40 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
   if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
+  uintptr_t onlyBase;
+  if (Allocation* allocation = accesses.onlyAllocation(table, sizes, &onlyBase)) {
+    if (!allocation->addUses(count)) {
+      return notInsideAllocation(*dev, accesses.address(0), api, accesses.role(0).c_str());
+    }
+    for (size_t i = 0; i < count; ++i) hostPtrs[i] = allocation->hostAddress(accesses.address(i));
+    return orSuccess;
+  }
   // All pointers are found before any count changes, so a bad one leaves
   // every count as it was (and no concurrent orFree sees a passing count).
-  // A batch that is one run (a kernel's operands in one segment of a caching
-  // allocator) is counted as soon as it is found: its one count is all or
-  // nothing by itself.
-  bool counted = false;
   if (const orError_t error = accesses.forEachRun(
           *dev, table, sizes, count,
-          [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+          [&](const Allocation& allocation, uintptr_t, size_t first, size_t end) {
             for (size_t i = first; i < end; ++i) {
               hostPtrs[i] = allocation.hostAddress(accesses.address(i));
             }
-            if (first != 0 || end != count) return orSuccess;
-            counted = true;
-            return allocation.addUses(count) ? orSuccess
-                                             : notInsideAllocation(*dev, accesses.address(0), api,
-                                                                   accesses.role(0).c_str());
+            return orSuccess;
           });
-      error != orSuccess || counted) {
+      error != orSuccess) {
     return error;
   }
   // Counting fails only for an allocation that orFree released meanwhile.
-  size_t countedEnd = 0;
+  size_t counted = 0;
   const orError_t error = accesses.forEachRun(
       *dev, table, sizes, count, [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
         if (!allocation.addUses(end - first)) {
           return notInsideAllocation(*dev, accesses.address(first), api,
                                      accesses.role(first).c_str());
         }
-        countedEnd = end;
+        counted = end;
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, sizes, countedEnd,
+    accesses.forEachRun(*dev, table, sizes, counted,
                         [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
                           allocation.uses.fetch_sub(end - first, std::memory_order_relaxed);
                           return orSuccess;
@@ -323,36 +337,33 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
                                                     std::memory_order_relaxed));
     return orSuccess;
   };
+  uintptr_t onlyBase;
+  if (Allocation* allocation = accesses.onlyAllocation(table, nullptr, &onlyBase)) {
+    return endRun(*allocation, onlyBase, 0, count);
+  }
   // Checked before any count changes, so ending what is not open changes
   // nothing (and no concurrent orFree sees a count that is later restored).
-  // A batch that is one run is ended as soon as it is found: its one
-  // checked update is all or nothing by itself.
-  bool ended = false;
   if (const orError_t error = accesses.forEachRun(
           *dev, table, nullptr, count,
-          [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
-            if (first == 0 && end == count) {
-              ended = true;
-              return endRun(allocation, base, first, end);
-            }
+          [&](const Allocation& allocation, uintptr_t base, size_t first, size_t end) {
             return checkOpen(allocation, base, first, end,
                              allocation.uses.load(std::memory_order_relaxed));
           });
-      error != orSuccess || ended) {
+      error != orSuccess) {
     return error;
   }
-  size_t endedEnd = 0;
+  size_t ended = 0;
   const orError_t error = accesses.forEachRun(
       *dev, table, nullptr, count,
       [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
         if (const orError_t failed = endRun(allocation, base, first, end); failed != orSuccess) {
           return failed;
         }
-        endedEnd = end;
+        ended = end;
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, nullptr, endedEnd,
+    accesses.forEachRun(*dev, table, nullptr, ended,
                         [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
                           allocation.uses.fetch_add(end - first, std::memory_order_relaxed);
                           return orSuccess;
