@@ -191,6 +191,20 @@ struct Accesses {
     return orErrorInvalidDevicePointer;
   }
 
+  // Records why the run of allocation (at base) that starts at pointer first
+  // cannot be ended, given the allocation's uses, and returns the error.
+  [[gnu::noinline]] orError_t reportNotOpen(const Device& dev, const Allocation& allocation,
+                                            uintptr_t base, size_t first, uint64_t uses) const {
+    if ((uses & Allocation::kReleased) != 0) {
+      return notInsideAllocation(dev, address(first), api, role(first).c_str());
+    }
+    const size_t failing = first + Allocation::openAccesses(uses);
+    return fail(orErrorIllegalState,
+                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
+                reinterpret_cast<void*>(base), allocation.size, dev.index,
+                batch ? (role(failing) + " ").c_str() : "", devPtrs[failing]);
+  }
+
   // Calls apply(allocation, base, first, end) for every run [first, end) of
   // consecutive pointers into one allocation among the first `limit`, in
   // order, stopping at a pointer outside every allocation or at apply's first
@@ -310,17 +324,10 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   // has pointers (the released one has none).
   const auto checkOpen = [&](const Allocation& allocation, uintptr_t base, size_t first,
                              size_t end, uint64_t uses) {
-    if ((uses & Allocation::kReleased) != 0) {
-      return notInsideAllocation(*dev, accesses.address(first), api,
-                                 accesses.role(first).c_str());
+    if ((uses & Allocation::kReleased) == 0 && Allocation::openAccesses(uses) >= end - first) {
+      return orSuccess;
     }
-    const uint32_t open = Allocation::openAccesses(uses);
-    if (open >= end - first) return orSuccess;
-    const size_t failing = first + open;
-    return fail(orErrorIllegalState,
-                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
-                reinterpret_cast<void*>(base), allocation.size, dev->index,
-                batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
+    return accesses.reportNotOpen(*dev, allocation, base, first, uses);
   };
   // Fails only if other threads ended the same accesses meanwhile: never
   // below 0. Release: an orFree that sees the count reach 0 also sees the
