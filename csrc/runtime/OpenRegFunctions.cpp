@@ -1,7 +1,5 @@
 #include "runtime/OpenRegFunctions.h"
 
-#include "runtime/OpenRegException.h"
-
 namespace c10::openreg {
 
 c10::DeviceIndex device_count() {
@@ -17,13 +15,12 @@ c10::DeviceIndex device_count_ensure_non_throwing() noexcept {
       : 0;
 }
 
-void check_device_index(c10::DeviceIndex index) {
-  // Runs several times per operator call; the count cannot change (the
-  // runtime reads its environment once), so it is asked once. A failure
-  // (an invalid environment) throws and is asked again next time.
-  static const c10::DeviceIndex count = device_count();
+namespace {
+
+// Out of line, so the check's fast path stays a compare and a branch.
+[[noreturn]] C10_NOINLINE void throw_invalid_device_index(c10::DeviceIndex index, c10::DeviceIndex count) {
   TORCH_CHECK(
-      index >= 0 && index < count,
+      false,
       "Invalid openreg device index ",
       static_cast<int>(index),
       ": there ",
@@ -33,23 +30,21 @@ void check_device_index(c10::DeviceIndex index) {
       ".");
 }
 
-c10::DeviceIndex current_device() {
-  int device = 0;
-  OPENREG_CHECK(orGetDevice(&device));
-  return static_cast<c10::DeviceIndex>(device);
+} // namespace
+
+void check_device_index(c10::DeviceIndex index) {
+  // Runs several times per operator call; the count cannot change (the
+  // runtime reads its environment once), so it is asked once. A failure
+  // (an invalid environment) throws and is asked again next time.
+  static const c10::DeviceIndex count = device_count();
+  if (C10_UNLIKELY(index < 0 || index >= count)) {
+    throw_invalid_device_index(index, count);
+  }
 }
 
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
   OPENREG_CHECK(orSetDevice(index));
-}
-
-c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
-  const auto previous = current_device();
-  if (index != previous) {
-    set_device(index);
-  }
-  return previous;
 }
 
 c10::DeviceIndex maybe_exchange_device(c10::DeviceIndex index) {

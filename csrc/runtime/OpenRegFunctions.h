@@ -1,6 +1,9 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <openreg.h>
+
+#include "runtime/OpenRegException.h"
 
 // Device management for the PyTorch side, over the runtime's C API. Every
 // function that takes an index validates it and throws a clear error.
@@ -13,10 +16,25 @@ c10::DeviceIndex device_count();
 c10::DeviceIndex device_count_ensure_non_throwing() noexcept;
 
 void check_device_index(c10::DeviceIndex index);
-c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
+
+// Inline, as the two below: every guard, allocation and kernel launch asks,
+// and the runtime's answer is a few instructions.
+inline c10::DeviceIndex current_device() {
+  int device = 0;
+  OPENREG_CHECK(orGetDevice(&device));
+  return static_cast<c10::DeviceIndex>(device);
+}
+
 // Sets `index` as current and returns the previous current device.
-c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+inline c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
+  const c10::DeviceIndex previous = current_device();
+  if (index != previous) {
+    set_device(index);
+  }
+  return previous;
+}
+
 // Same as exchange_device, but never fails for an index -1 ("no change").
 c10::DeviceIndex maybe_exchange_device(c10::DeviceIndex index);
 bool is_device_initialized(c10::DeviceIndex index);

@@ -62,18 +62,12 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
 
 } // namespace
 
-OpenRegStream::OpenRegStream(c10::Stream stream) : stream_(stream) {
-  TORCH_CHECK(
-      stream_.device_type() == c10::DeviceType::PrivateUse1,
-      "Expected an openreg stream, got a stream of ",
-      stream_.device());
+void OpenRegStream::throw_not_openreg(c10::Stream stream) {
+  TORCH_CHECK(false, "Expected an openreg stream, got a stream of ", stream.device());
 }
 
-orStream_t OpenRegStream::handle() const {
+orStream_t OpenRegStream::pooled_or_external_handle() const {
   const c10::StreamId id = stream_.id();
-  if (id == 0) {
-    return nullptr;
-  }
   if (id & kExternalBit) {
     return reinterpret_cast<orStream_t>(id & ~kExternalBit);
   }
@@ -141,11 +135,6 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device) 
   const auto id = static_cast<c10::StreamId>(reinterpret_cast<uintptr_t>(handle));
   TORCH_CHECK((id & kExternalBit) == 0, "getStreamFromExternal: unexpected stream handle ", handle);
   return OpenRegStream(make_stream(resolve(device), id | kExternalBit));
-}
-
-void wait_for_stream(const OpenRegStream& stream) {
-  // Cheap when the stream is idle: the runtime returns at once.
-  stream.synchronize();
 }
 
 void set_stream_capture_query(StreamCaptureQuery query) {

@@ -18,7 +18,12 @@ namespace c10::openreg {
 
 class OpenRegStream {
  public:
-  explicit OpenRegStream(c10::Stream stream);
+  // Inline: every kernel launch wraps its current stream.
+  explicit OpenRegStream(c10::Stream stream) : stream_(stream) {
+    if (C10_UNLIKELY(stream_.device_type() != c10::DeviceType::PrivateUse1)) {
+      throw_not_openreg(stream_);
+    }
+  }
 
   c10::Stream unwrap() const {
     return stream_;
@@ -49,12 +54,18 @@ class OpenRegStream {
   }
 
   // The runtime handle (nullptr for the default stream, as in the runtime).
-  orStream_t handle() const;
+  // Inline for the default stream, which every kernel launch on it asks for.
+  orStream_t handle() const {
+    return id() == 0 ? nullptr : pooled_or_external_handle();
+  }
   int priority() const;
   bool query() const;
   void synchronize() const;
 
  private:
+  [[noreturn]] C10_NOINLINE static void throw_not_openreg(c10::Stream stream);
+  orStream_t pooled_or_external_handle() const;
+
   c10::Stream stream_;
 };
 
@@ -68,7 +79,10 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device);
 
 // Blocks the calling thread until the work queued on `stream` has run: host-
 // executed kernels call it for the current stream before touching memory.
-void wait_for_stream(const OpenRegStream& stream);
+// Cheap when the stream is idle: the runtime returns at once.
+inline void wait_for_stream(const OpenRegStream& stream) {
+  stream.synchronize();
+}
 
 inline std::ostream& operator<<(std::ostream& out, const OpenRegStream& stream) {
   return out << stream.unwrap();

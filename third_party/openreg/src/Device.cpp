@@ -7,7 +7,13 @@ namespace openreg::runtime {
 
 namespace {
 
-thread_local int current = 0;
+// Initial-exec: read by every guard and kernel launch, so it is one
+// fs-relative load, not a __tls_get_addr call, even in a dlopen'ed library.
+// That puts the library's whole thread-local block (144 bytes) in the static
+// TLS that glibc reserves for libraries loaded later (512 bytes by default),
+// so the runtime's thread-locals must stay small; only this and
+// ReadSection's slot, the hot ones, use the model.
+[[gnu::tls_model("initial-exec")]] thread_local int current = 0;
 
 orError_t checkDevice(const Config& config, int index) {
   if (index < 0 || index >= config.deviceCount) {

@@ -98,9 +98,11 @@ orError_t notDevicePointer(const char* context, uintptr_t address) {
 // Scoped accesses, alone (orMemAccessBegin/End) or batched: the pointers
 // and how messages name them ("pointer" alone, "devPtrs[i]" in a batch).
 struct Accesses {
-  Accesses(const char* api, bool batch, size_t count, const void* const* devPtrs)
-      : api(api), batch(batch), count(count), devPtrs(devPtrs) {}
+  Accesses(const Config& config, const char* api, bool batch, size_t count,
+           const void* const* devPtrs)
+      : config(config), api(api), batch(batch), count(count), devPtrs(devPtrs) {}
 
+  const Config& config;
   const char* api;
   bool batch;
   size_t count;
@@ -121,27 +123,34 @@ struct Accesses {
     return batch ? "devPtrs[" + std::to_string(i) + "]" : std::string("pointer");
   }
 
-  // The one device all pointers belong to, found without a lock.
-  orError_t findDevice(const Config& config, Device** found) const {
-    Device* dev = nullptr;
-    for (size_t i = 0; i < count; ++i) {
-      // Most pointers of a batch lie in the first one's arena.
-      const Arena* arena = dev != nullptr ? dev->arena.load(std::memory_order_acquire) : nullptr;
-      if (arena != nullptr && arena->contains(address(i))) continue;
-      Device* owner = deviceContaining(config, address(i));
-      if (owner == nullptr) {
-        return fail(orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api,
-                    batch ? (role(i) + " ").c_str() : "", devPtrs[i]);
-      }
-      if (dev != nullptr && owner != dev) {
+  // The device of the first pointer, found without a lock. The walk
+  // (forEachRun) looks for every pointer among that device's allocations
+  // only, which no other device's memory is among, so only a pointer it
+  // misses needs its own device found (reportMissing).
+  orError_t firstDevice(Device** found) const {
+    *found = deviceContaining(config, address(0));
+    return *found != nullptr ? orSuccess : reportNotDevicePointer(0);
+  }
+
+  orError_t reportNotDevicePointer(size_t i) const {
+    return fail(orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api,
+                batch ? (role(i) + " ").c_str() : "", devPtrs[i]);
+  }
+
+  // The first pointer, in order, that is not device memory or is memory of
+  // another device than the first pointer's (recording why); orSuccess if
+  // there is none.
+  orError_t checkOneDevice(const Device& dev) const {
+    for (size_t i = 1; i < count; ++i) {
+      const Device* owner = deviceContaining(config, address(i));
+      if (owner == nullptr) return reportNotDevicePointer(i);
+      if (owner != &dev) {
         return fail(orErrorInvalidValue,
                     "%s: devPtrs[%zu] %p is memory of device %d, devPtrs[0] %p of device %d: one "
                     "batch reaches one device",
-                    api, i, devPtrs[i], owner->index, devPtrs[0], dev->index);
+                    api, i, devPtrs[i], owner->index, devPtrs[0], dev.index);
       }
-      dev = owner;
     }
-    *found = dev;
     return orSuccess;
   }
 
@@ -150,18 +159,50 @@ struct Accesses {
   // arguments often share one. Null if there is none.
   Allocation* find(const AllocationTable& table, size_t i, size_t bytes, Allocation* previous,
                    uintptr_t* base) const {
-    const uintptr_t offset = address(i) - *base;
-    if (previous != nullptr && offset < previous->size && bytes <= previous->size - offset) {
-      return previous;
-    }
+    if (previous != nullptr && holds(*previous, *base, address(i), bytes)) return previous;
     return lookupAllocation(table, address(i), bytes, base);
   }
 
-  // Records why find failed for pointer i.
-  [[gnu::noinline]] void reportMissing(const Device& dev, const AllocationTable& table, size_t i,
-                                       size_t bytes) const {
+  // Inside a ReadSection: the allocation of table that holds every pointer
+  // with its range, its base in *base, if there is one. Such a batch (a
+  // kernel's operands in one segment of a caching allocator) is one run, and
+  // one update of its count is all or nothing by itself, so it needs no walk.
+  // Null otherwise: the walk (forEachRun) then finds the runs or reports the
+  // pointer that is missing.
+  Allocation* onlyAllocation(const AllocationTable& table, const size_t* sizes,
+                             uintptr_t* base) const {
+    Allocation* allocation =
+        lookupAllocation(table, address(0), sizes != nullptr ? sizes[0] : 0, base);
+    if (allocation == nullptr) return nullptr;
+    for (size_t i = 1; i < count; ++i) {
+      if (!holds(*allocation, *base, address(i), sizes != nullptr ? sizes[i] : 0)) return nullptr;
+    }
+    return allocation;
+  }
+
+  // Records why find failed for pointer i and returns the error: as if every
+  // pointer's device had been checked before the walk, a pointer (any, the
+  // first in order) that is not on the first one's device is named first.
+  [[gnu::noinline]] orError_t reportMissing(const Device& dev, const AllocationTable& table,
+                                            size_t i, size_t bytes) const {
+    if (const orError_t error = checkOneDevice(dev); error != orSuccess) return error;
     uintptr_t base;
     findAllocation(dev, table, address(i), bytes, api, role(i).c_str(), &base);
+    return orErrorInvalidDevicePointer;
+  }
+
+  // Records why the run of allocation (at base) that starts at pointer first
+  // cannot be ended, given the allocation's uses, and returns the error.
+  [[gnu::noinline]] orError_t reportNotOpen(const Device& dev, const Allocation& allocation,
+                                            uintptr_t base, size_t first, uint64_t uses) const {
+    if ((uses & Allocation::kReleased) != 0) {
+      return notInsideAllocation(dev, address(first), api, role(first).c_str());
+    }
+    const size_t failing = first + Allocation::openAccesses(uses);
+    return fail(orErrorIllegalState,
+                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
+                reinterpret_cast<void*>(base), allocation.size, dev.index,
+                batch ? (role(failing) + " ").c_str() : "", devPtrs[failing]);
   }
 
   // Calls apply(allocation, base, first, end) for every run [first, end) of
@@ -195,10 +236,7 @@ struct Accesses {
       if (i < limit) {
         const size_t bytes = sizes != nullptr ? sizes[i] : 0;
         allocation = find(table, i, bytes, run, &base);
-        if (allocation == nullptr) {
-          reportMissing(dev, table, i, bytes);
-          return orErrorInvalidDevicePointer;
-        }
+        if (allocation == nullptr) return reportMissing(dev, table, i, bytes);
       }
       if (allocation == run) continue;
       if (run != nullptr) {
@@ -225,11 +263,19 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
     return fail(orErrorInvalidValue, "%s: %s is NULL (count %zu)", api,
                 batch ? "devPtrs, sizes or hostPtrs" : "hostPtr", count);
   }
-  Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
+  uintptr_t onlyBase;
+  if (Allocation* allocation = accesses.onlyAllocation(table, sizes, &onlyBase)) {
+    if (!allocation->addUses(count)) {
+      return notInsideAllocation(*dev, accesses.address(0), api, accesses.role(0).c_str());
+    }
+    for (size_t i = 0; i < count; ++i) hostPtrs[i] = allocation->hostAddress(accesses.address(i));
+    return orSuccess;
+  }
   // All pointers are found before any count changes, so a bad one leaves
   // every count as it was (and no concurrent orFree sees a passing count).
   if (const orError_t error = accesses.forEachRun(
@@ -269,27 +315,39 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   if (config == nullptr) return orErrorInitializationError;
   if (count == 0) return orSuccess;
   if (devPtrs == nullptr) return fail(orErrorInvalidValue, "%s: devPtrs is NULL (count %zu)", api, count);
-  Accesses accesses{api, batch, count, devPtrs};
+  Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.findDevice(*config, &dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
   // Error unless the run's allocation has as many open accesses as the run
   // has pointers (the released one has none).
   const auto checkOpen = [&](const Allocation& allocation, uintptr_t base, size_t first,
                              size_t end, uint64_t uses) {
-    if ((uses & Allocation::kReleased) != 0) {
-      return notInsideAllocation(*dev, accesses.address(first), api,
-                                 accesses.role(first).c_str());
+    if ((uses & Allocation::kReleased) == 0 && Allocation::openAccesses(uses) >= end - first) {
+      return orSuccess;
     }
-    const uint32_t open = Allocation::openAccesses(uses);
-    if (open >= end - first) return orSuccess;
-    const size_t failing = first + open;
-    return fail(orErrorIllegalState,
-                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
-                reinterpret_cast<void*>(base), allocation.size, dev->index,
-                batch ? (accesses.role(failing) + " ").c_str() : "", devPtrs[failing]);
+    return accesses.reportNotOpen(*dev, allocation, base, first, uses);
   };
+  // Fails only if other threads ended the same accesses meanwhile: never
+  // below 0. Release: an orFree that sees the count reach 0 also sees the
+  // host-side reads and writes of the accesses done.
+  const auto endRun = [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+    uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
+    do {
+      if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
+          failed != orSuccess) {
+        return failed;
+      }
+    } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
+                                                    std::memory_order_release,
+                                                    std::memory_order_relaxed));
+    return orSuccess;
+  };
+  uintptr_t onlyBase;
+  if (Allocation* allocation = accesses.onlyAllocation(table, nullptr, &onlyBase)) {
+    return endRun(*allocation, onlyBase, 0, count);
+  }
   // Checked before any count changes, so ending what is not open changes
   // nothing (and no concurrent orFree sees a count that is later restored).
   if (const orError_t error = accesses.forEachRun(
@@ -301,22 +359,13 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
       error != orSuccess) {
     return error;
   }
-  // Fails only if other threads ended the same accesses meanwhile: never
-  // below 0. Release: an orFree that sees the count reach 0 also sees the
-  // host-side reads and writes of the accesses done.
   size_t ended = 0;
   const orError_t error = accesses.forEachRun(
       *dev, table, nullptr, count,
       [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
-        uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
-        do {
-          if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
-              failed != orSuccess) {
-            return failed;
-          }
-        } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
-                                                        std::memory_order_release,
-                                                        std::memory_order_relaxed));
+        if (const orError_t failed = endRun(allocation, base, first, end); failed != orSuccess) {
+          return failed;
+        }
         ended = end;
         return orSuccess;
       });

@@ -26,6 +26,12 @@ inline const AllocationTable* currentAllocations(const Device& device) {
   return table != nullptr ? table : &kNone;
 }
 
+// Whether the allocation at base holds the whole of [address, address + bytes).
+inline bool holds(const Allocation& allocation, uintptr_t base, uintptr_t address, size_t bytes) {
+  const uintptr_t offset = address - base;
+  return offset < allocation.size && bytes <= allocation.size - offset;
+}
+
 // The allocation of table that contains address and the whole of
 // [address, address + bytes), storing its base in *base; null, recording
 // nothing, if there is none.
@@ -35,13 +41,9 @@ inline Allocation* lookupAllocation(const AllocationTable& table, uintptr_t addr
   const auto next = table.after(address);
   if (next == table.entries.begin()) return nullptr;
   const AllocationTable::Entry& entry = *std::prev(next);
-  Allocation* allocation = entry.allocation;
-  if (address - entry.base >= allocation->size ||
-      bytes > allocation->size - (address - entry.base)) {
-    return nullptr;
-  }
+  if (!holds(*entry.allocation, entry.base, address, bytes)) return nullptr;
   *base = entry.base;
-  return allocation;
+  return entry.allocation;
 }
 
 // The same, but a miss records an orErrorInvalidDevicePointer message, which

@@ -100,12 +100,18 @@ std::atomic<bool> forkedAfterStart{false};
 
 void markForkedChild() {
   forkedAfterStart.store(true, std::memory_order_relaxed);
+  // Runs in the child before fork() returns there, so no call the child
+  // makes takes the fast path.
+  usableConfig.store(nullptr, std::memory_order_relaxed);
 }
 
 }  // namespace
 
-const Config* runtimeConfig() {
-  // A function-local static gives call_once semantics with a cheap fast path.
+std::atomic<const Config*> usableConfig{nullptr};
+
+const Config* loadRuntimeConfig() {
+  // A function-local static gives call_once semantics (runtimeConfig()'s
+  // fast path spares its guard check).
   // Leaked on purpose: API calls made during static destruction (e.g. from an
   // extension module's teardown) must still find it.
   static const Loaded* const loaded = [] {
@@ -122,6 +128,7 @@ const Config* runtimeConfig() {
          "(its device memory and stream threads belong to the parent). Use the 'spawn' start method.");
     return nullptr;
   }
+  usableConfig.store(&loaded->config, std::memory_order_release);
   return &loaded->config;
 }
 

@@ -36,7 +36,8 @@ bool writersFenceReaders() {
   return registered;
 }
 
-thread_local ReaderSlot* threadSlot = nullptr;
+// Initial-exec, as the current device (Device.cpp says why and what it costs).
+[[gnu::tls_model("initial-exec")]] thread_local ReaderSlot* threadSlot = nullptr;
 
 // Gives the slot back when its thread exits (a section never spans that).
 struct SlotReturn {

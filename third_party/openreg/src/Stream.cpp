@@ -22,10 +22,13 @@ constexpr int kGreatestPriority = -2;
 struct DeviceStreams {
   std::once_flag defaultCreated;
   std::shared_ptr<Stream> defaultStream;
-  // Tasks submitted to the device's streams and not yet completed, so that
-  // synchronizeDevice (hence orFree) takes no lock while they are all idle.
-  std::atomic<uint64_t> pendingTasks{0};
 };
+
+// Per device: tasks submitted to its streams and not yet completed, so that
+// synchronizeDevice (hence orFree) and orStreamSynchronize of an idle default
+// stream take no lock. Constant-initialized and trivially destroyed, so that
+// stream workers may use it at any time and the check needs no guard.
+std::atomic<uint64_t> pendingTasks[kMaxDevices]{};
 
 DeviceStreams& deviceStreams(int index) {
   static DeviceStreams* const all = new DeviceStreams[kMaxDevices];  // leaked, like the devices
@@ -67,7 +70,7 @@ orError_t Stream::submit(const char* context, std::function<void()> task, bool m
   }
   tasks_.push_back({std::move(task), marker});
   ++submitted_;
-  deviceStreams(device_).pendingTasks.fetch_add(1, std::memory_order_relaxed);
+  pendingTasks[device_].fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   workQueued_.notify_one();
   return orSuccess;
@@ -120,7 +123,7 @@ void Stream::run() {
 void Stream::complete() {
   ++completed_;
   // Release: whoever sees the count drop also sees the task's writes.
-  deviceStreams(device_).pendingTasks.fetch_sub(1, std::memory_order_release);
+  pendingTasks[device_].fetch_sub(1, std::memory_order_release);
   workCompleted_.notify_all();
 }
 
@@ -136,7 +139,7 @@ std::shared_ptr<Stream> findStream(orStream_t handle, const char* context) {
 }
 
 void synchronizeDevice(int index) {
-  if (deviceStreams(index).pendingTasks.load(std::memory_order_acquire) == 0) return;
+  if (pendingTasks[index].load(std::memory_order_acquire) == 0) return;
   std::vector<std::shared_ptr<Stream>> pending{defaultStream(index)};
   streams().forEach([&](const std::shared_ptr<Stream>& stream) {
     if (stream->device() == index) pending.push_back(stream);
@@ -214,7 +217,7 @@ orError_t orStreamSynchronize(orStream_t stream) {
   // when nothing is pending on the device at all, that needs no lock.
   // Acquire: pairs with the release in Stream::complete.
   if (stream == nullptr &&
-      deviceStreams(currentDevice()).pendingTasks.load(std::memory_order_acquire) == 0) {
+      pendingTasks[currentDevice()].load(std::memory_order_acquire) == 0) {
     return orSuccess;
   }
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamSynchronize");

@@ -185,9 +185,9 @@ void testFreeRacesWithReaders() {
 
 // The count of open accesses is exact under concurrent begins and ends: while
 // this thread holds an access to `second`, others open and close accesses on
-// `first` alone and in batches that span both, and another keeps trying to
-// free `second`, which must be refused every time; at the end no access is
-// left open.
+// `first` alone, in batches of one run within `first` (counted in one update)
+// and in batches that span both, and another keeps trying to free `second`,
+// which must be refused every time; at the end no access is left open.
 void testAccessCountUnderContention() {
   void* first = nullptr;
   void* second = nullptr;
@@ -203,15 +203,19 @@ void testAccessCountUnderContention() {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       const void* batch[3] = {first, second, offset(first, 8)};
+      const void* oneRun[2] = {first, offset(first, 8)};
       const size_t sizes[3] = {8, 8, 8};
       void* views[3];
       for (int i = 0; i < kRounds; ++i) {
-        const bool batched = (i + t) % 2 == 0;
-        if ((batched ? orMemAccessBeginBatch(3, batch, sizes, views)
-                     : orMemAccessBegin(first, 8, views)) != orSuccess) {
+        const int kind = (i + t) % 3;  // alone, one run, two allocations
+        if ((kind == 0   ? orMemAccessBegin(first, 8, views)
+             : kind == 1 ? orMemAccessBeginBatch(2, oneRun, sizes, views)
+                         : orMemAccessBeginBatch(3, batch, sizes, views)) != orSuccess) {
           errors.fetch_add(1);
         }
-        if ((batched ? orMemAccessEndBatch(3, batch) : orMemAccessEnd(first)) != orSuccess) {
+        if ((kind == 0   ? orMemAccessEnd(first)
+             : kind == 1 ? orMemAccessEndBatch(2, oneRun)
+                         : orMemAccessEndBatch(3, batch)) != orSuccess) {
           errors.fetch_add(1);
         }
       }

@@ -215,7 +215,20 @@ void testBatchedAccess() {
   CHECK_MESSAGE_HAS("devPtrs[2]");
   CHECK(openAccesses(first) == 1);
   CHECK(openAccesses(second) == 1);
+  // The same within one run (one allocation), which is checked and ended in
+  // one update.
+  const void* firstTwice[] = {first, offset(first, kPage)};
+  CHECK_ERR(orMemAccessEndBatch(2, firstTwice), orErrorIllegalState);
+  CHECK_MESSAGE_HAS("no open host access for devPtrs[1]");
+  CHECK(openAccesses(first) == 1);
   CHECK_ERR(orMemAccessEndBatch(2, hostPointer), orErrorInvalidDevicePointer);
+  CHECK(openAccesses(first) == 1);
+  // A batch of one run opens and ends as many accesses as it has pointers.
+  const size_t firstSizes[] = {kPage, kPage};
+  CHECK_OK(orMemAccessBeginBatch(2, firstTwice, firstSizes, hostsTwo));
+  CHECK(hostsTwo[1] == offset(hostsTwo[0], kPage));
+  CHECK(openAccesses(first) == 3);
+  CHECK_OK(orMemAccessEndBatch(2, firstTwice));
   CHECK(openAccesses(first) == 1);
   CHECK_OK(orMemAccessEndBatch(2, pair));
   CHECK_OK(orFree(second));
