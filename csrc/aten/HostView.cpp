@@ -1,7 +1,7 @@
-#include <array>
 #include "aten/HostView.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <typeinfo>
@@ -135,23 +135,11 @@ HostViews::TensorEntry* HostViews::find(const c10::TensorImpl* device_impl) {
 
 namespace {
 
-bool same(c10::IntArrayRef a, c10::IntArrayRef b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // A pooled view keeps the sizes, strides and offset of its last call, which
 // most calls repeat: setting them again (and recomputing the contiguity flags
 // they imply) is skipped when they are equal.
 void mirror_geometry(const c10::TensorImpl& from, c10::TensorImpl& to) {
-  if (!same(to.sizes(), from.sizes()) || !same(to.strides(), from.strides()) ||
+  if (!to.sizes().equals(from.sizes()) || !to.strides().equals(from.strides()) ||
       to.storage_offset() != from.storage_offset()) {
     to.set_sizes_and_strides(from.sizes(), from.strides(), from.storage_offset());
   }
