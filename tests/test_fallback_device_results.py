@@ -146,3 +146,46 @@ def test_result_memory_is_protected_after_the_call():
     assert "ready" in proc.stdout, proc.stderr
     assert "y_bytes=" not in proc.stdout
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def _conv_and_batch_norm(device):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 3, 12, 12, generator=g).to(device).requires_grad_()
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    norm = torch.nn.BatchNorm2d(8)
+    with torch.no_grad():
+        conv.weight.copy_(torch.randn(conv.weight.shape, generator=g))
+        conv.bias.copy_(torch.randn(conv.bias.shape, generator=g))
+    conv, norm = conv.to(device), norm.to(device)
+    grad = torch.randn(4, 8, 12, 12, generator=g).to(device)
+
+    def step():
+        y = norm(conv(x))
+        y.backward(grad)
+        return y
+
+    return step, (x, conv.weight, conv.bias, norm.weight, norm.bias)
+
+
+def test_convolution_and_batch_norm_results_are_device_memory():
+    """Convolution and batch normalization, forward and backward, run with their allocations in device memory,
+    oneDNN's buffers included (taken with raw_allocate, which needs the DataPtr's context to be its address, and
+    given back with raw_deallocate by address alone): the CPU's values, and every byte back to the device once the
+    tensors are gone."""
+    cpu_step, cpu_tensors = _conv_and_batch_norm("cpu")
+    expected = cpu_step()
+    step, tensors = _conv_and_batch_norm(DEVICE)
+    step()  # warm-up: first-call copies of the module's buffers
+    for t in tensors:
+        t.grad = None
+    torch.openreg.empty_cache()
+    reserved = torch.openreg.memory_reserved()
+    results = [step()]
+    assert_same(results[0], expected)
+    for t, c in zip(tensors, cpu_tensors):
+        assert_same(t.grad, c.grad)
+    for t in tensors:
+        t.grad = None
+    del results
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == reserved

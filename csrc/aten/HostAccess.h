@@ -34,8 +34,24 @@ c10::DataPtr open_host_access(
     c10::DataPtr owned,
     c10::intrusive_ptr<c10::StorageImpl> keep_alive);
 
-// The context of a host view DataPtr that owns device memory, or null.
+// The same host view with its host address as context, as raw_allocate()
+// requires of the DataPtrs it releases (oneDNN takes its buffers that way):
+// raw_deallocate() hands back the address alone, so the access is found by
+// address. Its deleter, or close_addressed_host_access, closes it.
+c10::DataPtr address_host_access(c10::DataPtr view);
+bool is_addressed_host_access(const c10::DataPtr& data);
+
+// Closes the addressed host access at `host`; false if there is none. Never
+// throws, and in a child forked after openreg started (which owns none of
+// the parent's device memory) takes no lock and closes nothing.
+bool close_addressed_host_access(void* host) noexcept;
+
+// The access of a host view DataPtr that owns device memory, or null.
 HostAccess* owning_host_access(const c10::DataPtr& data);
+
+// Takes the access out of a host view DataPtr, whose deleter then no longer
+// closes it: the caller closes it.
+HostAccess* release_host_access(c10::DataPtr& data);
 
 // Ends scoped accesses from a deleter or destructor, which must not throw:
 // a failure is reported on stderr.

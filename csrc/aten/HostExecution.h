@@ -32,8 +32,8 @@ namespace at::openreg {
 // of the kernel then costs device memory too, which suits kernels that
 // allocate little besides their results (the TensorIterator operators of
 // StructuredDefaults.cpp, and on dense tensors every functional operator
-// tagged pointwise: OperatorPolicy::allocates_only_results), not those that
-// keep caches or large scratch.
+// tagged pointwise and batch normalization:
+// OperatorPolicy::allocates_only_results), not those that keep caches.
 enum class KernelAllocations { InHostMemory, OnDevice };
 
 void run_on_host(

@@ -2,6 +2,7 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include "aten/HostAccess.h"
 #include "aten/HostView.h"
 
 namespace at::openreg {
@@ -9,23 +10,34 @@ namespace {
 
 thread_local bool t_results_on_device = false;
 
+c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;
+
+// raw_deallocate()'s deleter: device memory taken inside the scope, or CPU
+// memory.
+void free_raw(void* ptr) {
+  if (!close_addressed_host_access(ptr)) {
+    g_cpu_raw_deleter(ptr);
+  }
+}
+
 class HostResultAllocator final : public c10::Allocator {
  public:
   explicit HostResultAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
-    return t_results_on_device ? device_backed_host_allocator()->allocate(nbytes) : cpu_->allocate(nbytes);
+    if (!t_results_on_device) {
+      return cpu_->allocate(nbytes);
+    }
+    // Addressed, so that raw_allocate() can take it too (oneDNN's buffers).
+    return address_host_access(device_backed_host_allocator()->allocate(nbytes));
   }
 
-  // raw_allocate()/raw_deallocate() serve CPU memory only: raw_allocate
-  // asserts that a pointer is its own context, which no device-backed
-  // allocation is, so none is ever freed through this deleter.
   c10::DeleterFnPtr raw_deleter() const override {
-    return cpu_->raw_deleter();
+    return &free_raw;
   }
 
   bool is_simple_data_ptr(const c10::DataPtr& data_ptr) const override {
-    return cpu_->is_simple_data_ptr(data_ptr);
+    return is_addressed_host_access(data_ptr) || cpu_->is_simple_data_ptr(data_ptr);
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -43,6 +55,7 @@ void install_host_result_allocator() {
   // displace it; one at a higher priority does, which only brings back the
   // copy.
   static HostResultAllocator allocator(c10::GetCPUAllocator());
+  g_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }
 

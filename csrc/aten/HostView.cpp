@@ -426,9 +426,8 @@ bool HostViews::adopt_device_result(const at::Tensor& host_result) {
   }
   // Out of the context first, and the context out of the DataPtr, whose
   // deleter would close the access now: it closes with the pooled views'.
-  adopted_.push_back(access);
+  adopted_.push_back(release_host_access(storage->_mutable_data_ptr_no_checks()));
   c10::DataPtr device_data = std::move(access->owned);
-  (void)storage->_mutable_data_ptr_no_checks().release_context();
   access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage);
   storage->set_data_ptr_noswap(std::move(device_data));
   storage->set_allocator(c10::openreg::getDeviceAllocator());

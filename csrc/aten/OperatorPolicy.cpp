@@ -29,6 +29,14 @@ bool takes_cpu_indices(std::string_view name) {
       name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" || name == "aten::_unsafe_index_put";
 }
 
+// Functional operators besides the pointwise ones whose CPU kernels allocate
+// their results and per-call temporaries only: batch normalization, whose
+// outputs are as large as its input.
+bool allocates_only_results(std::string_view name) {
+  return name == "aten::native_batch_norm" || name == "aten::native_batch_norm_backward" ||
+      name == "aten::_native_batch_norm_legit" || name == "aten::_native_batch_norm_legit_no_training";
+}
+
 OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   OperatorPolicy policy;
@@ -45,7 +53,8 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   policy.has_quantized_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU);
   policy.synchronizes = reads_values_for_size(schema.operator_name().name);
   policy.writes_arguments = schema.is_mutable();
-  policy.allocates_only_results = op.hasTag(at::Tag::pointwise) && !policy.writes_arguments;
+  policy.allocates_only_results =
+      (op.hasTag(at::Tag::pointwise) || allocates_only_results(schema.operator_name().name)) && !policy.writes_arguments;
   const bool cpu_indices = takes_cpu_indices(schema.operator_name().name);
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {

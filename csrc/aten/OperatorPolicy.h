@@ -41,9 +41,10 @@ struct OperatorPolicy {
   // The result's size depends on the input's values, which a real device
   // must send to the host first (sync debug mode reports it).
   bool synchronizes = false;
-  // A functional operator tagged pointwise: its CPU kernel allocates nothing
-  // but its results (no caches, no scratch kept), so on dense tensors the
-  // fallback lets it allocate them in device memory (HostResultAllocator.h).
+  // A functional operator tagged pointwise, or batch normalization: its CPU
+  // kernel allocates nothing but its results and per-call temporaries (no
+  // caches), so on dense tensors the fallback lets it allocate them in device
+  // memory (HostResultAllocator.h).
   bool allocates_only_results = false;
 };
 
