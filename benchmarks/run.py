@@ -4,9 +4,9 @@ process, interleaved, under each setting, against the project's targets.
 Cases (built by cases.py): small operators, large operators, training steps, allocation churn,
 copy bandwidth, the import time of the backend, two ranks' all_reduce and DDP step
 (benchmarks/distributed.py, launched with torchrun), and torch.compile (compiled
-training steps, cold and warm compile times). The settings are read once
-per process, so each one is measured in a child process that also times the
-CPU: memory protection on (the default) and off, and the copying fallback
+training steps, cold and warm compile times). Each group runs in child processes
+of its own, which also time the CPU, under each setting (read once per process):
+memory protection on (the default) and off, and the copying fallback
 (OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
 shows medians, openreg/CPU ratios and whether each target is met; see
 docs/performance.md for the latest results.
@@ -17,6 +17,7 @@ docs/performance.md for the latest results.
 One group alone, in this process (JSON on stdout; no table, no other settings):
 
     python benchmarks/run.py --child '{"amp": null, "autocast_cost": null}'
+    python benchmarks/run.py --child '{"training": null}' --device cpu    # one device only
 """
 import argparse
 import json
@@ -43,7 +44,11 @@ GROUPS = {
     "compiled": "11. torch.compile training step (Inductor; cpu column: compiled for the CPU)",
     "compile_time": "12. compiling the MLP training step from a reset Dynamo (cpu column: compiling for the CPU)",
     "optimizer": "13. optimizer step over 100 parameters of 16 elements",
+    "training_alone": "14. training step, each device in a process of its own (the CPU's runs no openreg kernel)",
 }
+# Groups measured from the builder of another group, each device in child processes of its own: no CPU repetition
+# shares a process with openreg's autograd device thread and its OpenMP team (see docs/performance.md).
+ALONE = {"training_alone": "training"}
 
 # Child-process settings: name -> environment. The copy fallback runs only the
 # cases that reach the fallback under the default setting.
@@ -72,6 +77,7 @@ TARGETS = {
     "compiled": [("<=", 1.10, "")],
     "compile_time": [("<=", 1.2, "")],
     "optimizer": [("<=", 1.2, "")],
+    "training_alone": [("<=", 1.05, "")],
 }
 # (group, case) -> targets of a case that differs from its group's.
 CASE_TARGETS = {
@@ -94,8 +100,16 @@ REPEATS = {
     "compiled": ((15, 3), (3, 1)),
     "compile_time": ((5, 1), (1, 1)),
     "optimizer": ((15, 10), (3, 2)),
+    "training_alone": ((15, 3), (3, 1)),
 }
 IMPORT_RUNS = (9, 1)
+# group -> child processes per setting, full run and --quick (1 if not listed). Every group runs in processes of
+# its own so that none inherits another's heap: after a group frees a large CPU tensor, glibc serves the CPU's
+# later multi-megabyte tensors from its heap instead of fresh mappings, which took the CNN step's page faults on
+# the CPU from about 2,000 per step to none. The training steps run in several processes: each process draws its
+# own heap, OpenMP and scheduling state, which moves a step's ratio by up to a tenth, and the repetitions within
+# one process do not sample that.
+PROCESSES = {"training": (3, 1), "amp": (3, 1), "compiled": (3, 1), "training_alone": (3, 1)}
 
 
 # --- measurement
@@ -149,12 +163,16 @@ def case_result(group, description, device_samples, cpu_samples, fallback):
     }
 
 
-def child(cases, quick):
-    """Runs `cases` ({group: [case] or None for all}) in this process; prints the results as JSON."""
+def child(cases, quick, device=None):
+    """Runs `cases` ({group: [case] or None for all}) in this process; prints the results as JSON. With
+    `device`, times that device alone: {group: {case: [description, seconds of each repetition]}}."""
     import torch  # autoloads torch_openreg
 
     results = {}
     for group, keys in cases.items():
+        if device is not None:
+            results[group] = alone(torch, group, keys, device, quick)
+            continue
         repeats, inner = REPEATS[group][1 if quick else 0]
         on_device = BUILDERS[group](torch, "openreg", quick)
         on_cpu = BUILDERS[group](torch, "cpu", quick)
@@ -167,6 +185,54 @@ def child(cases, quick):
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "results": results}))
 
 
+def alone(torch, group, keys, device, quick):
+    """{case: [description, seconds of each repetition]} of `group`'s cases on `device` only."""
+    repeats, inner = REPEATS[ALONE.get(group, group)][1 if quick else 0]
+    cases = BUILDERS[ALONE.get(group, group)](torch, device, quick)
+    sync = torch.openreg.synchronize if device == "openreg" else lambda: None
+    timings = {}
+    for key in keys or cases:
+        description, fn = cases[key]
+        fn()  # warm-up
+        timings[key] = [description, [sample(fn, inner, sync) for _ in range(repeats)]]
+    return timings
+
+
+def median_process(entries):
+    """One case measured in several processes: the entry of the process with the median ratio (the lower one of
+    an even count), with every process's ratio and every repetition's."""
+    if len(entries) == 1:
+        return entries[0]
+    median = dict(sorted(entries, key=lambda entry: entry["ratio"])[(len(entries) - 1) // 2])
+    median["process_ratios"] = [entry["ratio"] for entry in entries]
+    median["repetition_ratios"] = [r for entry in entries for r in entry["repetition_ratios"]]
+    return median
+
+
+def measure_groups(setting, cases, quick):
+    """{group: {case: result}} for `cases` ({group: [case] or None for all}), each group in child processes of
+    its own; and the torch version and thread count the children reported."""
+    results = {}
+    for group, keys in cases.items():
+        processes = PROCESSES.get(group, (1, 1))[1 if quick else 0]
+        runs = [run_child(setting, {group: keys}, quick) for _ in range(processes)]
+        results[group] = {key: median_process([run["results"][group][key] for run in runs])
+                          for key in runs[0]["results"][group]}
+    return results, (runs[0]["torch"], runs[0]["threads"])
+
+
+def alone_results(setting, group, quick):
+    """{case: result} of `group` with each device timed in child processes of its own, openreg's and the CPU's
+    children alternating; a repetition's ratio pairs it with the CPU repetition of the same index."""
+    entries = {}
+    for _ in range(PROCESSES[group][1 if quick else 0]):
+        runs = {device: run_child(setting, {group: None}, quick, device)["results"][group]
+                for device in ("openreg", "cpu")}
+        for key, (description, device_samples) in runs["openreg"].items():
+            entries.setdefault(key, []).append(case_result(group, description, device_samples, runs["cpu"][key][1], {}))
+    return {key: median_process(measured) for key, measured in entries.items()}
+
+
 def fallback_cases(results):
     """{group: [case]} of the cases that called the fallback."""
     cases = {}
@@ -177,9 +243,10 @@ def fallback_cases(results):
     return cases
 
 
-def run_child(setting, cases, quick):
+def run_child(setting, cases, quick, device=None):
     env = dict(os.environ, **SETTINGS[setting])
     command = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cases)] + (["--quick"] if quick else [])
+    command += ["--device", device] if device else []
     proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -291,6 +358,13 @@ def print_table(results, quick):
                   f"{checks[0][0]:<17} {checks[0][1]:<6} {other_text}")
             for target, verdict in checks[1:]:
                 print(f"  {'':<56} {'':>11} {'':>11} {'':>6}  {target:<17} {verdict:<6}")
+    spread = [(f"{GROUPS[group].split('.')[0]}. {case['description']}", case["process_ratios"])
+              for group, cases in default.items() if group in GROUPS
+              for case in cases.values() if "process_ratios" in case]
+    if spread:
+        print("measured in several processes (the table shows the median one):")
+        for label, ratios in spread:
+            print(f"  {label:<56} " + ", ".join(f"{r:.2f}x" for r in ratios))
     noisy = noisy_misses(default)
     if noisy:
         print("missed, but within noise (at least one repetition met the target):")
@@ -343,9 +417,10 @@ def main():
     parser.add_argument("--from", dest="saved", metavar="JSON", help="no run: print the table (and --plot) of a "
                         "report written by --json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--device", choices=("openreg", "cpu"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(json.loads(args.child), args.quick)
+        child(json.loads(args.child), args.quick, args.device)
         return
     if args.saved:
         with open(args.saved) as f:
@@ -360,12 +435,12 @@ def main():
     results = {}
     for setting in ("protection_on", "protection_off"):
         groups = [group for group in BUILDERS if setting == DEFAULT_SETTING or group not in DEFAULT_SETTING_ONLY]
-        output = run_child(setting, dict.fromkeys(groups), args.quick)
-        results[setting] = output["results"]
+        results[setting], (torch_version, threads) = measure_groups(setting, dict.fromkeys(groups), args.quick)
         results[setting]["import"] = import_times(setting, IMPORT_RUNS[1 if args.quick else 0])
+        for group in ALONE:
+            results[setting][group] = alone_results(setting, group, args.quick)
         results[setting].update(distributed_results(setting, args.quick))
-        torch_version, threads = output["torch"], output["threads"]
-    results["copy_fallback"] = run_child("copy_fallback", fallback_cases(results[DEFAULT_SETTING]), args.quick)["results"]
+    results["copy_fallback"] = measure_groups("copy_fallback", fallback_cases(results[DEFAULT_SETTING]), args.quick)[0]
     seconds = time.perf_counter() - start
     load_after = os.getloadavg()
 

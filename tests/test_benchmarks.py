@@ -23,6 +23,7 @@ CASES = {
     "compiled": {"mlp", "cnn"},
     "compile_time": {"cold", "warm"},
     "optimizer": {"sgd", "sgd_foreach", "adam", "adam_foreach"},
+    "training_alone": {"mlp", "cnn"},
 }
 # Compilation is measured under the default setting only.
 DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
@@ -77,3 +78,30 @@ def test_saved_report_lists_misses_within_noise(tmp_path):
     assert table.count("missed") == 3  # the two rows and the heading of the noise list
     assert "add (noisy miss)" in noise and "best repetition 1.15x" in noise
     assert "atan2" not in noise
+
+
+def test_case_measured_in_several_processes_reports_the_median_process(tmp_path):
+    """A case run in several child processes keeps the median process's entry, every process's ratio and every
+    repetition; the table lists the processes' ratios."""
+    sys.path.insert(0, os.path.dirname(RUN))
+    try:
+        import run
+    finally:
+        sys.path.remove(os.path.dirname(RUN))
+
+    def entry(ratio, repetitions):
+        return {"description": "MLP step", "openreg_s": ratio * 1e-3, "cpu_s": 1e-3, "ratio": ratio,
+                "repetition_ratios": repetitions, "fallback_ops": {}}
+
+    merged = run.median_process([entry(1.3, [1.3, 1.4]), entry(0.9, [0.9]), entry(1.1, [1.0, 1.2])])
+    assert merged["ratio"] == 1.1 and merged["openreg_s"] == 1.1e-3
+    assert merged["process_ratios"] == [1.3, 0.9, 1.1]
+    assert merged["repetition_ratios"] == [1.3, 1.4, 0.9, 1.0, 1.2]
+    assert run.median_process([entry(1.3, [1.3]), entry(0.9, [0.9])])["ratio"] == 0.9  # the lower of two
+    assert run.median_process([entry(1.3, [1.3])]) == entry(1.3, [1.3])
+
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(saved_report({"add": merged})))
+    proc = subprocess.run([sys.executable, RUN, "--from", str(saved)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "several processes" in proc.stdout and "1. MLP step" in proc.stdout and "1.30x, 0.90x, 1.10x" in proc.stdout
