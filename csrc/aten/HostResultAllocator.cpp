@@ -8,12 +8,13 @@
 namespace at::openreg {
 namespace {
 
-thread_local bool t_results_on_device = false;
+// The innermost AllocateResultsOnDevice scope of this thread, if any.
+thread_local std::optional<RawAllocations> t_scope;
 
 c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;
 
-// raw_deallocate()'s deleter: device memory taken inside the scope, or CPU
-// memory.
+// raw_deallocate()'s deleter: device memory taken inside a scope that serves
+// raw allocations, or CPU memory.
 void free_raw(void* ptr) {
   if (!close_addressed_host_access(ptr)) {
     g_cpu_raw_deleter(ptr);
@@ -25,11 +26,11 @@ class HostResultAllocator final : public c10::Allocator {
   explicit HostResultAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
-    if (!t_results_on_device) {
+    if (!t_scope) {
       return cpu_->allocate(nbytes);
     }
-    // Addressed, so that raw_allocate() can take it too (oneDNN's buffers).
-    return address_host_access(device_backed_host_allocator()->allocate(nbytes));
+    c10::DataPtr view = device_backed_host_allocator()->allocate(nbytes);
+    return *t_scope == RawAllocations::Served ? address_host_access(std::move(view)) : std::move(view);
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -59,12 +60,12 @@ void install_host_result_allocator() {
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }
 
-AllocateResultsOnDevice::AllocateResultsOnDevice() : previous_(t_results_on_device) {
-  t_results_on_device = true;
+AllocateResultsOnDevice::AllocateResultsOnDevice(RawAllocations raw) : previous_(t_scope) {
+  t_scope = raw;
 }
 
 AllocateResultsOnDevice::~AllocateResultsOnDevice() {
-  t_results_on_device = previous_;
+  t_scope = previous_;
 }
 
 } // namespace at::openreg

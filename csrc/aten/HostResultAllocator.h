@@ -1,5 +1,7 @@
 #pragma once
 
+#include <optional>
+
 namespace at::openreg {
 
 // Lets a CPU kernel run by the fallback allocate its results in device
@@ -19,15 +21,21 @@ namespace at::openreg {
 // the device as before (HostViews::to_device).
 void install_host_result_allocator();
 
+// What a scope's allocations are. Served: raw_allocate() may take them too
+// (oneDNN takes its buffers that way), so they are addressed host accesses
+// (HostAccess.h), at the cost of a table update each. Refused: a kernel's
+// raw_allocate() stops at c10's assertion that the context is the address.
+enum class RawAllocations { Refused, Served };
+
 class AllocateResultsOnDevice {
  public:
-  AllocateResultsOnDevice();
+  explicit AllocateResultsOnDevice(RawAllocations raw = RawAllocations::Refused);
   ~AllocateResultsOnDevice();
   AllocateResultsOnDevice(const AllocateResultsOnDevice&) = delete;
   AllocateResultsOnDevice& operator=(const AllocateResultsOnDevice&) = delete;
 
  private:
-  bool previous_;
+  std::optional<RawAllocations> previous_;
 };
 
 } // namespace at::openreg
