@@ -187,8 +187,9 @@ def child(cases, quick, device=None):
 
 def alone(torch, group, keys, device, quick):
     """{case: [description, seconds of each repetition]} of `group`'s cases on `device` only."""
-    repeats, inner = REPEATS[ALONE.get(group, group)][1 if quick else 0]
-    cases = BUILDERS[ALONE.get(group, group)](torch, device, quick)
+    built = ALONE.get(group, group)
+    repeats, inner = REPEATS[built][1 if quick else 0]
+    cases = BUILDERS[built](torch, device, quick)
     sync = torch.openreg.synchronize if device == "openreg" else lambda: None
     timings = {}
     for key in keys or cases:
