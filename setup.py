@@ -11,11 +11,13 @@
 The registrations of the custom operators (schemas and kernels) are generated
 from torch_openreg/ops/operators.yaml on every build, into the build directory.
 """
+import contextlib
 import glob
 import os
 import re
 import sys
 import sysconfig
+import threading
 
 import yaml
 from setuptools import Extension, setup
@@ -23,11 +25,13 @@ from setuptools import Extension, setup
 # Importing torch would autoload an installed (possibly stale or half-built)
 # torch_openreg; the build needs torch's build tools only.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-import torch  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
-
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+import environment_torch  # noqa: E402
+
+torch = environment_torch.import_environment_torch()
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
+
 import gen_custom_ops  # noqa: E402
 from torchgen import gen_backend_stubs  # noqa: E402
 
@@ -36,13 +40,47 @@ EXTRA_OPS = "torch_openreg.ops.libopenreg_extra_ops"
 PLAIN_LIBRARIES = {RUNTIME, EXTRA_OPS}
 EXTRA_OPS_DIR = os.path.join("csrc", "extra_ops")
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+TORCH_VERSION = torch.__version__.split("+")[0]
 
 OPERATORS_YAML = os.path.join(ROOT, "torch_openreg", "ops", "operators.yaml")
 ATEN_YAML = os.path.join(ROOT, "csrc", "aten", "native_functions.yaml")
 
 debug = os.environ.get("OPENREG_DEBUG_BUILD", "0") == "1"
-OPTIMIZATION = ["-O0", "-g"] if debug else ["-O2"]
+# -g0: Python's own CFLAGS, which every extension build starts from, carry -g
+# (debug information would make _C.so 108 MB instead of a few).
+OPTIMIZATION = ["-O0", "-g"] if debug else ["-O2", "-g0"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
+
+
+@contextlib.contextmanager
+def one_line_per_compiled_file():
+    """BuildExtension runs ninja verbosely: every compile command in full, a few
+    kilobytes a file. Inside this, standard output shows the step and the source
+    file instead ("[12/77] csrc/aten/Copy.cpp"), so that `pip install -v` shows
+    the build's progress in lines a person reads."""
+    sys.stdout.flush()
+    read_end, write_end = os.pipe()
+    saved_stdout = os.dup(1)
+    os.dup2(write_end, 1)
+    os.close(write_end)
+
+    def forward():
+        compile_step = re.compile(r"^(\[\d+/\d+\]) .* -c (\S+) -o ")
+        with open(read_end, errors="replace") as lines, open(os.dup(saved_stdout), "w") as out:
+            for line in lines:
+                step = compile_step.match(line)
+                out.write(f"{step[1]} compiling {os.path.relpath(step[2], ROOT)}\n" if step else line)
+                out.flush()
+
+    forwarder = threading.Thread(target=forward)
+    forwarder.start()
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_stdout, 1)  # closes the pipe's last write end: the forwarder ends
+        os.close(saved_stdout)
+        forwarder.join()
 
 
 def sources(pattern):
@@ -51,22 +89,8 @@ def sources(pattern):
 
 class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
     def build_extensions(self):
-        # pip's build isolation installs torch into a new temporary directory
-        # for every build, and a compile command naming it never repeats: the
-        # build directory and the compiler cache (ccache, which torch's build
-        # uses when it is on PATH) would start from scratch each time. The
-        # commands name torch's headers through a link in the build directory
-        # instead, so a second `pip install` of an unchanged tree reuses the
-        # cached objects. -isystem: warnings in torch's headers are torch's.
-        torch_link = os.path.join(os.path.abspath(self.build_temp), "torch")
-        os.makedirs(self.build_temp, exist_ok=True)
-        if os.path.lexists(torch_link):
-            os.remove(torch_link)
-        os.symlink(TORCH_DIR, torch_link)
-        torch_headers = []
-        for path in include_paths():
-            torch_headers += ["-isystem", torch_link + path[len(TORCH_DIR):]]
-
+        # -isystem: warnings in torch's headers are torch's.
+        torch_headers = [flag for path in include_paths() for flag in ("-isystem", path)]
         runtime_dir = os.path.dirname(self.get_ext_fullpath(RUNTIME))
         for extension in self.extensions:
             if extension.name == RUNTIME:
@@ -77,10 +101,27 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
                 extension.library_dirs.append(runtime_dir)
                 # The Kineto headers torch ships, which the activity profiler
                 # (csrc/profiler/) includes by their bare names, as torch does.
-                extension.extra_compile_args += ["-isystem", os.path.join(torch_link, "include", "kineto")]
+                extension.extra_compile_args += ["-isystem", os.path.join(TORCH_DIR, "include", "kineto")]
         self.add_generated_registrations()
         self.add_generated_aten_registrations()
-        super().build_extensions()
+        with one_line_per_compiled_file():
+            super().build_extensions()
+
+    def run(self):
+        super().run()
+        self.record_torch_version()
+
+    def record_torch_version(self):
+        # Read at import, before the extension loads: under another torch the
+        # import refuses with both versions instead of an undefined symbol.
+        # Beside the extension in the build (what a wheel ships), and in the
+        # source tree when the extensions are copied there (--inplace, editable).
+        package_dirs = [os.path.join(self.build_lib, "torch_openreg")]
+        if self.inplace or getattr(self, "editable_mode", False):
+            package_dirs.append(os.path.join(ROOT, "torch_openreg"))
+        record = f"# Written by setup.py: the torch this build was compiled against.\nTORCH_VERSION = {TORCH_VERSION!r}\n"
+        for package_dir in package_dirs:
+            gen_custom_ops.write_if_changed(os.path.join(package_dir, "_build_info.py"), record)
 
     def add_generated_registrations(self):
         # Runs on every build; a file is rewritten only when the YAML changes
@@ -133,6 +174,12 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
 
 
 setup(
+    # The wheel runs with the torch it was compiled against, which is already
+    # installed: requiring exactly that release never makes pip replace it.
+    install_requires=[f"torch=={TORCH_VERSION}", "numpy", "pyyaml"],
+    # Objects and libraries compiled against one torch are never reused for
+    # another: ninja and build_ext judge them by timestamps, not by the torch.
+    options={"build": {"build_base": os.path.join("build", f"torch-{TORCH_VERSION}")}},
     # Listed in build order: _C links against libopenreg.so.
     ext_modules=[
         Extension(

@@ -4,18 +4,21 @@ The checkout tests build nothing: the source folder ``torch_openreg/`` is
 copied without its native libraries into a temporary "repository root", and
 the package this test process imported stands for the installed copy.
 """
+import importlib.metadata
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import torch_openreg
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_PACKAGE = os.path.join(REPO_ROOT, "torch_openreg")
-INSTALLED_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(torch_openreg.__file__)))
+INSTALLED_PACKAGE = os.path.dirname(os.path.abspath(torch_openreg.__file__))
+INSTALLED_PARENT = os.path.dirname(INSTALLED_PACKAGE)
 
 
 @pytest.fixture
@@ -29,9 +32,9 @@ def unbuilt_checkout(tmp_path):
     return tmp_path
 
 
-def run_in(cwd, *args, pythonpath=INSTALLED_PARENT, timeout=300):
+def run_in(cwd, *args, pythonpath=INSTALLED_PARENT, timeout=300, env=None):
     """``python *args`` started in ``cwd``, which (as for any ``python -c`` or ``-m``) comes first on sys.path."""
-    env = {**os.environ, "PYTHONPATH": pythonpath}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": pythonpath}
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -134,3 +137,138 @@ def test_extension_loads_the_runtime_beside_it(tmp_path):
     assert result.returncode == 0, result.stderr
     runtime_paths, extension_dir = result.stdout.splitlines()
     assert runtime_paths == os.path.join(extension_dir, "libopenreg.so")
+
+
+# --------------------------------------------------------------------------
+# Which torch: the build takes the installed one, and a build refuses any other
+# --------------------------------------------------------------------------
+
+TOOLS = os.path.join(REPO_ROOT, "tools")
+RUNNING_TORCH = torch.__version__.split("+")[0]
+
+
+def copy_of_installed_package_built_for(tmp_path, torch_version):
+    """A directory to put first on sys.path: the installed package, recorded as compiled against ``torch_version``."""
+    site_dir = tmp_path / "site"
+    package = site_dir / "torch_openreg"
+    shutil.copytree(INSTALLED_PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "_build_info.py").write_text(f"TORCH_VERSION = {torch_version!r}\n")
+    return str(site_dir)
+
+
+def test_the_build_records_the_torch_it_compiled_against_and_requires_it():
+    from torch_openreg import _build_info
+
+    assert _build_info.TORCH_VERSION == RUNNING_TORCH
+    assert f"torch=={RUNNING_TORCH}" in importlib.metadata.requires("torch_openreg")
+
+
+def test_a_build_for_another_torch_leaves_import_torch_working_with_one_warning(tmp_path):
+    result = run_in(
+        tmp_path,
+        "-c",
+        "import sys, warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import torch\n"
+        "print('cpu', (torch.ones(2) + 1).tolist())\n"
+        "print('registered', 'torch_openreg' in sys.modules, hasattr(torch, 'openreg'))\n"
+        "about_openreg = [str(w.message) for w in caught if 'openreg' in str(w.message)]\n"
+        "print('warnings', len(about_openreg))\n"
+        "print('warning', about_openreg[0])\n"
+        "try:\n"
+        "    import torch_openreg\n"
+        "except ImportError as error:\n"
+        "    print('import', error)\n",
+        pythonpath=copy_of_installed_package_built_for(tmp_path, "2.12.0"),
+    )
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["cpu"] == "[2.0, 2.0]"
+    assert lines["registered"] == "False False"
+    assert lines["warnings"] == "1"
+    refusal = f"torch_openreg was compiled against torch 2.12.0, but torch {torch.__version__} is installed"
+    assert refusal in lines["warning"]
+    assert lines["import"].startswith(refusal)
+    assert "`pip install .`" in lines["import"]
+
+
+@pytest.mark.parametrize("autoload", ["1", "0"])
+def test_importing_a_build_for_another_torch_raises_naming_both_versions(tmp_path, autoload):
+    result = run_in(
+        tmp_path,
+        "-c",
+        "import torch_openreg",
+        pythonpath=copy_of_installed_package_built_for(tmp_path, "2.12.0"),
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": autoload},
+    )
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(
+        f"ImportError: torch_openreg was compiled against torch 2.12.0, but torch {torch.__version__} is installed"
+    )
+    assert "undefined symbol" not in result.stderr
+
+
+def environment_torch_refusal(tmp_path, prelude, pythonpath=""):
+    """What the build says, and its exit status, when the environment's torch is as ``prelude`` makes it."""
+    result = run_in(
+        tmp_path,
+        "-c",
+        f"{prelude}\nimport environment_torch\nenvironment_torch.import_environment_torch()\nprint('accepted')",
+        pythonpath=os.pathsep.join(filter(None, [TOOLS, pythonpath])),
+    )
+    return result.returncode, result.stderr.strip()
+
+
+def test_the_build_refuses_an_environment_without_torch_naming_the_install_command(tmp_path):
+    # None in sys.modules: `import torch` fails, in the build environment and in the user's site-packages alike.
+    status, message = environment_torch_refusal(tmp_path, "import sys; sys.modules['torch'] = None")
+    assert status == 1
+    assert message.startswith("error: torch_openreg is compiled against the torch installed in this environment")
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in message
+
+
+def test_the_build_refuses_an_unsupported_torch_naming_both(tmp_path):
+    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text("__version__ = '2.12.0+cpu'\n")
+    status, message = environment_torch_refusal(tmp_path, "", pythonpath=str(tmp_path / "fake"))
+    assert status == 1
+    assert message.startswith("error: torch_openreg cannot be built against the installed torch 2.12.0+cpu")
+    assert "it supports torch 2.13, 2.14, 2.15" in message
+
+
+def test_the_build_takes_a_supported_torch(tmp_path):
+    status, _ = environment_torch_refusal(tmp_path, "")
+    assert status == 0
+
+
+@pytest.mark.slow
+def test_pip_install_without_a_supported_torch_refuses_before_compiling(tmp_path):
+    # README's install command in a new virtual environment, as a user without torch runs it, then with a torch
+    # release it does not support; pip's isolated build environment installs only the build requirements.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-v", REPO_ROOT]
+    no_torch = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert no_torch.returncode != 0
+    assert "and there is none" in no_torch.stdout + no_torch.stderr
+    site_packages = next((venv / "lib").glob("python3*/site-packages"))
+    (site_packages / "torch").mkdir()
+    (site_packages / "torch" / "__init__.py").write_text("__version__ = '2.16.0'\n")
+    unsupported = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    output = unsupported.stdout + unsupported.stderr
+    assert unsupported.returncode != 0
+    assert "cannot be built against the installed torch 2.16.0" in output
+    for result in (no_torch, unsupported):
+        assert "compiling" not in result.stdout + result.stderr
+        assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in result.stdout + result.stderr
+
+
+def test_shipped_libraries_carry_no_debug_information():
+    if os.environ.get("OPENREG_DEBUG_BUILD") == "1":
+        pytest.skip("a debug build keeps its debug information")
+    libraries = [torch_openreg._C.__file__, os.path.join(INSTALLED_PACKAGE, "libopenreg.so")]
+    for library in libraries:
+        sections = subprocess.run(["readelf", "-S", "-W", library], capture_output=True, text=True, check=True)
+        assert ".debug_info" not in sections.stdout, library

@@ -14,7 +14,19 @@ def _autoload() -> None:
     Defined before ``import torch``: when this package is imported first, that
     import runs torch's autoload, which looks this function up while the
     package is still initializing; the registration below then follows.
+
+    A build for another torch registers nothing. torch turns any exception
+    here into a failed ``import torch``, so the refusal is a warning instead,
+    and the package leaves ``sys.modules``: CPU work goes on, and an explicit
+    ``import torch_openreg`` raises the refusal.
     """
+    refusal = globals().get("_REFUSAL")
+    if refusal is not None:
+        import warnings
+
+        warnings.warn(f"openreg is not available: {refusal}", stacklevel=2)
+        for name in [n for n in sys.modules if n == __name__ or n.startswith(__name__ + ".")]:
+            del sys.modules[name]
 
 
 # In a source checkout without a built extension, the installed copy replaces
@@ -26,7 +38,12 @@ import sys  # noqa: E402
 
 import torch  # noqa: E402
 
+from ._build_check import build_mismatch, torch_is_importing  # noqa: E402
+
 _BACKEND = "openreg"
+_REFUSAL = None if _DEFERRED else build_mismatch(torch.__version__)
+if _REFUSAL is not None and not torch_is_importing(torch):
+    raise ImportError(_REFUSAL, name=__name__)
 
 
 def _claim_privateuse1() -> bool:
@@ -54,7 +71,7 @@ def _register_submodules(package) -> None:
             sys.modules[f"torch.{_BACKEND}.{name[len(prefix):]}"] = module
 
 
-if not _DEFERRED and _claim_privateuse1():
+if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     # Loading the extension registers the hooks, guard, allocator and kernels.
     from . import _C  # noqa: F401
     from . import openreg as _device_module

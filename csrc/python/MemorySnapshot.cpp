@@ -7,6 +7,7 @@
 #include <c10/util/irange.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
+#include "TorchCompat.h"
 #include "runtime/OpenRegMemorySnapshot.h"
 
 namespace c10::openreg {
@@ -36,6 +37,10 @@ const char* action_name(TraceEntry::Action action) {
       return "snapshot";
     case TraceEntry::OOM:
       return "oom";
+#if OPENREG_TRACE_HAS_ANNOTATE
+    case TraceEntry::ANNOTATE:
+      return "annotate";
+#endif
   }
   TORCH_CHECK(false, "openreg memory snapshot: unknown trace action ", static_cast<int>(action));
 }
