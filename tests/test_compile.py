@@ -476,6 +476,36 @@ def test_mode_reduce_overhead_runs_and_says_no_device_graph():
 # Bad input.
 
 
+def test_compiled_code_runs_on_the_inputs_device_whatever_the_current_device(restore_device):
+    # As CUDA's wrapper does: the graph runs under its tensors' device guard.
+    fn = lambda x, y: (x * y).sin() + x.sum()  # noqa: E731
+    a_cpu, b_cpu = make_cpu((16,), seed=1), make_cpu((16,), seed=2)
+    expected = torch.compile(fn)(a_cpu, b_cpu)
+    compiled = torch.compile(fn)
+    torch.openreg.set_device(0)
+    on_1 = compiled(a_cpu.to("openreg:1"), b_cpu.to("openreg:1"))
+    assert on_1.device == torch.device("openreg:1")
+    assert_same(on_1, expected)
+    # The same code after a call on openreg:0, and with openreg:1 current and the inputs on openreg:0.
+    assert_same(compiled(a_cpu.to("openreg:0"), b_cpu.to("openreg:0")), expected)
+    torch.openreg.set_device(1)
+    on_0 = compiled(a_cpu.to("openreg:0"), b_cpu.to("openreg:0"))
+    assert on_0.device == torch.device("openreg:0")
+    assert_same(on_0, expected)
+    assert torch.openreg.current_device() == 1
+
+
+def test_compiled_module_moved_to_another_device(restore_device):
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = make_cpu((5, 8), seed=3)
+    expected = torch.compile(copy.deepcopy(module))(x)
+    torch.openreg.set_device(0)
+    actual = torch.compile(module.to("openreg:1"))(x.to("openreg:1"))
+    assert actual.device == torch.device("openreg:1")
+    assert_same(actual, expected)
+
+
 def test_mixing_cpu_and_openreg_tensors_raises_the_eager_error():
     x, y = torch.ones(3, device=DEVICE), torch.ones(3)
     with pytest.raises(Exception, match="Expected all tensors to be on the same device"):

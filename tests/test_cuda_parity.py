@@ -89,6 +89,29 @@ def test_parity_table_covers_torch_cuda_amp():
     assert set(AMP_TABLE) == set(torch.cuda.amp.__all__)
 
 
+LEGACY_STORAGE_DTYPES = [
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+]
+
+
+@pytest.mark.parametrize("dtype", LEGACY_STORAGE_DTYPES)
+def test_legacy_typed_storage_classes_as_torch_cuda_has_them(dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated, on every device
+        cpu_class = torch.zeros(3, dtype=dtype).storage_type()
+        openreg_class = torch.zeros(3, dtype=dtype, device=DEVICE).storage_type()
+        assert openreg_class is getattr(torch.openreg, cpu_class.__name__)
+        assert openreg_class.dtype == dtype
+        storage = openreg_class(4)
+        assert (storage.device, storage.size(), storage.dtype) == (torch.device(DEVICE, 0), 4, dtype)
+        assert isinstance(storage, openreg_class) and not isinstance(storage, cpu_class)
+        assert torch.is_storage(storage)
+        assert torch.zeros(3, dtype=dtype, device=DEVICE).storage().type() == f"torch.openreg.{cpu_class.__name__}"
+        with pytest.raises(RuntimeError, match="from_buffer: Not available for openreg storage"):
+            openreg_class.from_buffer(b"\0" * 16)
+
+
 def test_public_names_are_all():
     public = {name for name in dir(torch.openreg) if not name.startswith("_")}
     assert public == set(torch.openreg.__all__)

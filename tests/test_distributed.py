@@ -157,6 +157,20 @@ def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
             assert "ProcessGroupGloo::allgather: invalid tensor size" in refusal["message"], refusal
 
 
+def test_a_wait_that_times_out_raises_as_gloo_does_and_a_later_wait_completes():
+    ranks = run_ranks(WORKERS / "faults.py", 2, args=("timeout",))
+    cases = {result["case"]: result for result in ranks[0].results}
+    for device in ("cpu", "openreg"):
+        short_wait = cases[f"{device} short wait"]
+        assert short_wait["error"] == "RuntimeError", (device, short_wait)
+        assert short_wait["message"].startswith("Operation timed out!"), (device, short_wait)
+        assert cases[f"{device} completed after the short wait"]["value"] is False, device
+        assert cases[f"{device} later wait"]["value"] is True, device
+    for r in ranks:
+        results = {result["case"]: result["value"] for result in r.results if result["case"].endswith("result")}
+        assert results == {"cpu result": [3.0] * 4, "openreg result": [3.0] * 4}, r.rank
+
+
 def test_a_killed_rank_makes_the_others_fail_naming_it():
     ranks = run_ranks(WORKERS / "faults.py", 3, args=("killed",), expect_killed=(1,))
     assert ranks[1].returncode == 17 and not ranks[1].results

@@ -285,6 +285,20 @@ def test_copy_conj_and_neg_views(dtype):
         assert_same(xd.conj(), cpu)
 
 
+def test_copy_into_a_partly_overlapping_view_is_refused_as_on_the_cpu():
+    for device in ("cpu", DEVICE):
+        x = torch.arange(8.0, device=device)
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer"):
+            x[1:].copy_(x[:-1])
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor refer"):
+            x[:-1].copy_(x[1:])
+        assert x.tolist() == list(range(8))
+        # A full overlap (the same elements) and disjoint parts of one tensor are copies like any other.
+        x.copy_(x)
+        x[:4].copy_(x[4:])
+        assert x.tolist() == [4.0, 5.0, 6.0, 7.0, 4.0, 5.0, 6.0, 7.0]
+
+
 @each_dtype
 def test_copy_from_and_resize(dtype):
     src = make_cpu((3, 4), dtype)

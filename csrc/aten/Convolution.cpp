@@ -28,7 +28,7 @@ at::Tensor convolution_overrideable(
   HostCall views(call);
   // The output, and oneDNN's buffers with it, in device memory: no copy of
   // the output afterwards.
-  const AllocateResultsOnDevice on_device(RawAllocations::Served);
+  const AllocateResultsOnDevice on_device;
   const at::Tensor output = at::convolution(
       views.alias(input),
       views.alias(weight),
@@ -57,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   HostCall views(call);
   // The bias gradient has one entry per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
-  const AllocateResultsOnDevice on_device(RawAllocations::Served);
+  const AllocateResultsOnDevice on_device;
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
       views.alias(grad_output),
       views.alias(input),

@@ -1,6 +1,7 @@
 // Copies between the CPU and openreg, and between openreg devices. copy_()
 // sends every copy that involves a PrivateUse1 tensor here. Copies run in the
 // current stream's order; non_blocking=True ones are queued on it.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/resize.h>
@@ -102,6 +103,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     return copy_quantized(self, dst, device);
   }
   if (is_plain_memcpy(self, dst)) {
+    // The CPU's and CUDA's copy_ run through TensorIterator, which refuses a
+    // destination that partly overlaps its source (x[1:].copy_(x[:-1])):
+    // the result would depend on the copy's order.
+    at::assert_no_partial_overlap(dst, self);
     // The runtime checks a range against the device allocation it falls in,
     // which the caching allocator shares between storages.
     for (const at::Tensor* t : {&self, &dst}) {

@@ -8,13 +8,12 @@
 namespace at::openreg {
 namespace {
 
-// The innermost AllocateResultsOnDevice scope of this thread, if any.
-thread_local std::optional<RawAllocations> t_scope;
+// Whether this thread is inside an AllocateResultsOnDevice scope.
+thread_local bool t_in_scope = false;
 
 c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;
 
-// raw_deallocate()'s deleter: device memory taken inside a scope that serves
-// raw allocations, or CPU memory.
+// raw_deallocate()'s deleter: device memory taken inside a scope, or CPU memory.
 void free_raw(void* ptr) {
   if (!close_addressed_host_access(ptr)) {
     g_cpu_raw_deleter(ptr);
@@ -26,11 +25,10 @@ class HostResultAllocator final : public c10::Allocator {
   explicit HostResultAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
-    if (!t_scope) {
+    if (!t_in_scope) {
       return cpu_->allocate(nbytes);
     }
-    c10::DataPtr view = device_backed_host_allocator()->allocate(nbytes);
-    return *t_scope == RawAllocations::Served ? address_host_access(std::move(view)) : std::move(view);
+    return address_host_access(device_backed_host_allocator()->allocate(nbytes));
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
@@ -60,12 +58,12 @@ void install_host_result_allocator() {
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }
 
-AllocateResultsOnDevice::AllocateResultsOnDevice(RawAllocations raw) : previous_(t_scope) {
-  t_scope = raw;
+AllocateResultsOnDevice::AllocateResultsOnDevice() : previous_(t_in_scope) {
+  t_in_scope = true;
 }
 
 AllocateResultsOnDevice::~AllocateResultsOnDevice() {
-  t_scope = previous_;
+  t_in_scope = previous_;
 }
 
 } // namespace at::openreg

@@ -1,7 +1,5 @@
 #pragma once
 
-#include <optional>
-
 namespace at::openreg {
 
 // Lets a CPU kernel run by the fallback allocate its results in device
@@ -21,21 +19,19 @@ namespace at::openreg {
 // the device as before (HostViews::to_device).
 void install_host_result_allocator();
 
-// What a scope's allocations are. Served: raw_allocate() may take them too
-// (oneDNN takes its buffers that way), so they are addressed host accesses
-// (HostAccess.h), at the cost of a table update each. Refused: a kernel's
-// raw_allocate() stops at c10's assertion that the context is the address.
-enum class RawAllocations { Refused, Served };
-
+// Every allocation inside a scope is an addressed host access (HostAccess.h),
+// at the cost of a table update each: a CPU kernel may take its memory with
+// raw_allocate() (oneDNN's buffers, gelu's backward on strided gradients),
+// which asserts that a DataPtr's context is its address.
 class AllocateResultsOnDevice {
  public:
-  explicit AllocateResultsOnDevice(RawAllocations raw = RawAllocations::Refused);
+  AllocateResultsOnDevice();
   ~AllocateResultsOnDevice();
   AllocateResultsOnDevice(const AllocateResultsOnDevice&) = delete;
   AllocateResultsOnDevice& operator=(const AllocateResultsOnDevice&) = delete;
 
  private:
-  std::optional<RawAllocations> previous_;
+  bool previous_;
 };
 
 } // namespace at::openreg

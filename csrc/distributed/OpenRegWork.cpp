@@ -1,5 +1,7 @@
 #include "distributed/OpenRegWork.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace c10d::openreg {
@@ -93,14 +95,24 @@ std::vector<at::Tensor> OpenRegWork::result() {
 }
 
 bool OpenRegWork::wait(std::chrono::milliseconds timeout) {
+  // One timeout for the whole wait: the launch (bounded by gloo's timeout,
+  // its agreement being a gloo collective), then gloo's works. Running out of
+  // it raises as gloo's Work::wait does; the collective goes on, and a later
+  // wait() completes it, as with gloo.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // At least 1 ms: a zero timeout (kNoTimeout) would mean none.
+  const auto remaining = [&] {
+    return timeout == kNoTimeout ? kNoTimeout
+                                 : std::max(std::chrono::milliseconds(1),
+                                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                deadline - std::chrono::steady_clock::now()));
+  };
   {
     std::unique_lock<std::mutex> lock(launch_mutex_);
-    // The launch is bounded by gloo's timeout (its agreement is a gloo
-    // collective); a shorter wait() timeout bounds it too.
     if (timeout == kNoTimeout) {
       launch_done_.wait(lock, [this] { return launched_; });
     } else if (!launch_done_.wait_for(lock, timeout, [this] { return launched_; })) {
-      return false;
+      TORCH_CHECK(false, "Operation timed out!");
     }
   }
   if (launch_error_) {
@@ -109,7 +121,7 @@ bool OpenRegWork::wait(std::chrono::milliseconds timeout) {
   bool completed = true;
   for (const auto& work : gloo_works_) {
     try {
-      completed = work->wait(timeout) && completed;
+      completed = work->wait(remaining()) && completed;
     } catch (...) {
       rethrow_with(peers_->failure(op_, rank_, device_));
     }

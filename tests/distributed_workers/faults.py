@@ -4,7 +4,8 @@
 on the wrong device; after each error the group still works. ``predicted`` (2 ranks): the same for calls issued
 on a prediction from the agreed history (a collective repeated a few times), whose results must still equal
 the CPU's. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
-fail within the group's timeout with an error naming rank 1.
+fail within the group's timeout with an error naming rank 1. ``timeout`` (2 ranks): a ``wait(timeout=...)`` that
+runs out raises as gloo's does, and a later ``wait()`` completes the collective.
 """
 import datetime
 import os
@@ -186,4 +187,21 @@ def killed():
     os._exit(0)  # the group is broken: skip its teardown
 
 
-{"mismatch": mismatch, "predicted": predicted, "killed": killed}[sys.argv[1]]()
+def timed_out_wait():
+    # Rank 1 joins each all_reduce 3 s late; rank 0's wait(timeout=1 s) runs out. The same on gloo with CPU tensors.
+    dist.init_process_group("cpu:gloo,openreg:orccl")
+    for device in (torch.device("cpu"), DEV):
+        x = torch.full((4,), float(RANK + 1), device=device)
+        if RANK == 1:
+            time.sleep(3)
+            dist.all_reduce(x)
+        else:
+            work = dist.all_reduce(x, async_op=True)
+            expect_error(f"{device.type} short wait", lambda: work.wait(timeout=datetime.timedelta(seconds=1)))
+            report(case=f"{device.type} completed after the short wait", value=work.is_completed())
+            report(case=f"{device.type} later wait", value=work.wait())
+        report(case=f"{device.type} result", value=x.cpu().tolist())
+    dist.destroy_process_group()
+
+
+{"mismatch": mismatch, "predicted": predicted, "killed": killed, "timeout": timed_out_wait}[sys.argv[1]]()

@@ -3,8 +3,8 @@ overrides there.
 
 openreg's kernels come from Inductor's C++ CPU code generator, so the
 decisions that pick or feed that generator must come out as for the CPU.
-Inductor makes them with inline ``device.type == "cpu"`` checks that no
-registration reaches; each override below wraps one Inductor function, answers
+Inductor makes them with inline ``device.type == "cpu"`` checks (and, for the
+device guard, a list of GPU types) that no registration reaches; each override below wraps one Inductor function, answers
 as for the CPU when the device is openreg, and otherwise calls Inductor's own
 function: compiling for any other device is unchanged (tests/test_compile.py
 compares the generated CPU code with and without torch_openreg).
@@ -118,6 +118,20 @@ def _exact_constant_divisions_for_openreg(get_constant_value):
     return get_constant_value_openreg
 
 
+def _device_guard_for_openreg(device_need_guard):
+    # scheduler.device_need_guard decides whether the wrapper enters the
+    # kernels' device around them (`with torch.openreg.device(i):`, from
+    # device_op_overrides.py), as CUDA's does; it answers yes for GPU types
+    # only. Without the guard, a graph whose tensors are on openreg:1 would
+    # allocate its buffers, and run its extern kernels' outputs, on the
+    # current device instead.
+    @functools.wraps(device_need_guard)
+    def device_need_guard_openreg(device_type):
+        return device_type == _DEVICE or device_need_guard(device_type)
+
+    return device_need_guard_openreg
+
+
 @functools.cache
 def install() -> None:
     backend = _cpu_backend_for_openreg(utils.get_current_backend)
@@ -125,6 +139,7 @@ def install() -> None:
     for module in (utils, common, scheduler, mm_common):
         module.get_current_backend = backend
     scheduler.BaseSchedulerNode.is_cpu = _cpu_scheduler_nodes_include_openreg(scheduler.BaseSchedulerNode.is_cpu)
+    scheduler.device_need_guard = _device_guard_for_openreg(scheduler.device_need_guard)
     lowering.use_two_step_variance = _cpu_variance_algorithm_for_openreg(lowering.use_two_step_variance)
     lowering.get_constant_value = _exact_constant_divisions_for_openreg(lowering.get_constant_value)
     graph.GraphLowering.decide_layout_opt = _cpu_layout_optimization_for_openreg_convolutions(

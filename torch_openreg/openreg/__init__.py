@@ -55,6 +55,7 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from ._typed_storages import STORAGE_CLASSES as _STORAGE_CLASSES
 from .streams import (
     Event,
     ExternalStream,
@@ -100,6 +101,8 @@ __all__ = [
     # CPU fallback accounting
     "fallback_stats",
     "reset_fallback_stats",
+    # legacy typed storages (FloatStorage, ...)
+    *_STORAGE_CLASSES,
     # submodules
     "amp",
     "graphs",
@@ -108,6 +111,8 @@ __all__ = [
     "random",
     "streams",
 ]
+
+globals().update(_STORAGE_CLASSES)
 
 # The default torch.Generator of each device; filled at initialization, as
 # torch.cuda.default_generators is.
