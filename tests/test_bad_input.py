@@ -268,3 +268,16 @@ def test_shape_errors_match_cpu():
         x[torch.tensor([7], device=DEVICE)]
     assert_same(x, torch.ones(2, 3))
     _still_works()
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 0), (1, 2, 3, 4)])
+def test_max_pool1d_refuses_a_bad_input_with_the_cpu_message(shape, requires_grad):
+    messages = []
+    for device in ("cpu", DEVICE):
+        x = torch.ones(shape, device=device, requires_grad=requires_grad)
+        with pytest.raises(RuntimeError) as error:
+            torch.nn.functional.max_pool1d(x, 1)
+        messages.append(str(error.value))
+    assert messages[1] == messages[0]
+    assert messages[0].startswith("max_pool1d: Expected 2D or 3D (batch mode) tensor")

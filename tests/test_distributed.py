@@ -118,11 +118,14 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
                             ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
                             ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
                             ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
-                            ("operation", "rank 0: ALLREDUCE("),
+                            ("operation", "rank 0: ALLREDUCE(reduce_op=0; Float[4]), rank 1: BROADCAST(root=0; Float[4])"),
                             ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
             assert_mismatch_error(r.rank, case, cases[case], shown)
         assert cases["cpu tensor"]["error"] == "RuntimeError"
         assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
+        assert cases["sparse tensor"]["error"] == "NotImplementedError"
+        assert cases["sparse tensor"]["message"].startswith(
+            "c10d::allreduce_: collectives on openreg take dense (strided) tensors, got SparsePrivateUse1 tensors")
         other = f"openreg:{1 - r.rank}"
         assert f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather" \
             in cases["two devices"]["message"]

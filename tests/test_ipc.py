@@ -345,3 +345,14 @@ def test_forkserver_shares_like_spawn(tmp_path):
     )
     assert r["same"] == "True", out
     assert r["exitcodes"] == "0,0", out
+
+
+def test_openreg_tensors_count_as_shared_as_cuda_tensors_do():
+    # torch.cuda answers True (device memory is shared when sent) and share_memory_() leaves the tensor as it is.
+    import torch
+
+    x = torch.arange(4.0, device="openreg")
+    before = x.data_ptr()
+    assert x.is_shared()
+    assert x.share_memory_() is x and x.data_ptr() == before and x.device == torch.device("openreg:0")
+    assert not torch.arange(4.0).is_shared()

@@ -20,6 +20,8 @@ INVALID = [
     ("OPENREG_DEVICE_COUNT", "0"),
     ("OPENREG_DEVICE_COUNT", "17"),
     ("OPENREG_DEVICE_MEMORY", "lots"),
+    # Well-formed, but more address space than the process has (each device maps its capacity twice).
+    ("OPENREG_DEVICE_MEMORY", "100000G"),
     ("OPENREG_MEMORY_PROTECTION", "2"),
     ("OPENREG_FALLBACK_MODE", "fast"),
     ("OPENREG_FALLBACK", "maybe"),

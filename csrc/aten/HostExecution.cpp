@@ -114,6 +114,15 @@ void run_on_host(
   if (policy.synchronizes) {
     c10::openreg::warn_or_error_on_sync(policy.name.c_str());
   }
+  // Only other layouts get here: c10d registers its kernels for dense
+  // PrivateUse1 tensors, which the orccl backend serves (as NCCL serves dense
+  // CUDA tensors). The CPU kernel would ask the group for a CPU backend.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !policy.is_collective,
+      policy.name,
+      ": collectives on openreg take dense (strided) tensors, got ",
+      device_key,
+      " tensors; convert them first (to_dense(), dequantize(), ...)");
   const c10::DispatchKey host_key = host_key_for(device_key);
   check_host_kernel(policy, device_key, host_key);
 

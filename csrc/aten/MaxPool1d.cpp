@@ -8,7 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/max_pool1d.h>
-#include <ATen/ops/max_pool1d_with_indices.h>
+#include <ATen/ops/max_pool1d_native.h>
 #include <torch/library.h>
 
 #include "aten/DeviceCall.h"
@@ -23,8 +23,10 @@ at::Tensor max_pool1d(
     at::IntArrayRef padding,
     at::IntArrayRef dilation,
     bool ceil_mode) {
-  if (at::GradMode::is_enabled() && self.requires_grad()) {
-    return std::get<0>(at::max_pool1d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode));
+  if ((at::GradMode::is_enabled() && self.requires_grad()) || self._fw_grad(/*level=*/0).defined()) {
+    // ATen's composite itself: its argument checks and messages, then
+    // max_pool1d_with_indices, the path it takes off the CPU.
+    return at::native::max_pool1d(self, kernel_size, stride, padding, dilation, ceil_mode);
   }
   const DeviceCall call("aten::max_pool1d", self);
   HostCall views(call);

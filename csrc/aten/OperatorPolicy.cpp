@@ -52,6 +52,7 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   policy.has_nested_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU);
   policy.has_quantized_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU);
   policy.synchronizes = reads_values_for_size(schema.operator_name().name);
+  policy.is_collective = schema.operator_name().name.rfind("c10d::", 0) == 0;
   policy.writes_arguments = schema.is_mutable();
   policy.allocates_only_results =
       (op.hasTag(at::Tag::pointwise) || allocates_only_results(schema.operator_name().name)) && !policy.writes_arguments;

@@ -41,6 +41,9 @@ struct OperatorPolicy {
   // The result's size depends on the input's values, which a real device
   // must send to the host first (sync debug mode reports it).
   bool synchronizes = false;
+  // A c10d collective (c10d::allreduce_, ...): the process group's kernels
+  // serve dense openreg tensors; its CPU kernels would look for a CPU backend.
+  bool is_collective = false;
   // A functional operator tagged pointwise, or batch normalization: its CPU
   // kernel allocates nothing but its results and per-call temporaries (no
   // caches), so on dense tensors the fallback lets it allocate them in device

@@ -1,7 +1,9 @@
 #include "distributed/ArgumentAgreement.h"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
+#include <string_view>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -22,6 +24,9 @@ constexpr int64_t kCompared = 3;
 constexpr int64_t kSameShape = -1;
 constexpr int64_t kSameDtype = -2;
 
+// The options a signature may carry, exchanged as their index here.
+constexpr std::array<std::string_view, 2> kOptionNames = {"root", "reduce_op"};
+
 // 64-bit FNV-1a over the signature's words.
 int64_t fingerprint(const std::vector<int64_t>& words) {
   uint64_t hash = 14695981039346656037ull;
@@ -40,7 +45,9 @@ CallSignature::CallSignature(const char* op, OpType type) : op_(op) {
 }
 
 void CallSignature::option(const char* name, int64_t value) {
-  option_names_.push_back(name);
+  const auto known = std::find(kOptionNames.begin(), kOptionNames.end(), name);
+  TORCH_INTERNAL_ASSERT(known != kOptionNames.end(), "unknown collective option ", name);
+  words_.push_back(known - kOptionNames.begin());
   words_.push_back(value);
 }
 
@@ -116,14 +123,11 @@ std::string CallSignature::describe(const int64_t* record) const {
   const int64_t* words = record + kCompared;
   std::ostringstream text;
   text << opTypeToString(static_cast<OpType>(words[0])) << "(";
-  // Options are named for records of this rank's operation.
-  const bool same_operation = words[0] == words_[0];
+  // Options: (name index, value) pairs, before the tensors' negative markers.
   int64_t i = 1;
-  while (i < known && words[i] >= 0) {
-    const size_t o = static_cast<size_t>(i - 1);
-    text << (i == 1 ? "" : ", ") << (same_operation && o < option_names_.size() ? option_names_[o] : "option")
-         << "=" << words[i];
-    ++i;
+  while (i + 1 < known && words[i] >= 0 && words[i] < static_cast<int64_t>(kOptionNames.size())) {
+    text << (i == 1 ? "" : ", ") << kOptionNames[words[i]] << "=" << words[i + 1];
+    i += 2;
   }
   text << ";";
   const char* separator = " ";

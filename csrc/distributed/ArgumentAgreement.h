@@ -32,7 +32,8 @@ class CallSignature {
  public:
   CallSignature(const char* op, OpType type);
 
-  // An option every rank must pass alike (root rank, reduction).
+  // An option every rank must pass alike: "root" or "reduce_op". Its name
+  // travels with it, so that every rank's error names the others' options.
   void option(const char* name, int64_t value);
   // A tensor every rank passes alike: dtype and shape must agree.
   void same_shape(const at::Tensor& tensor);
@@ -61,7 +62,6 @@ class CallSignature {
 
   const char* op_;
   std::vector<int64_t> words_;
-  std::vector<const char*> option_names_;
 };
 
 } // namespace c10d::openreg

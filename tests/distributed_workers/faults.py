@@ -66,6 +66,7 @@ def mismatch():
     # Wrong devices: a CPU tensor where the group has no CPU backend (torch's own check), tensors on two
     # openreg devices or on openreg and the CPU in one call (orccl's check).
     expect_error("cpu tensor", lambda: dist.all_reduce(torch.ones(4)))
+    expect_error("sparse tensor", lambda: dist.all_reduce(torch.ones(4, device=DEV).to_sparse()))
     expect_error("two devices", lambda: dist.all_gather(
         [torch.empty(2, device=DEV), torch.empty(2, device=torch.device("openreg", 1 - RANK))],
         torch.ones(2, device=DEV)))

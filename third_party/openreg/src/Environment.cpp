@@ -1,11 +1,14 @@
 #include "Environment.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,6 +78,29 @@ Loaded load() {
       return loaded;
     }
     config.deviceMemory = config.roundUpToPage(*bytes);
+  }
+
+  // Each device's arena maps its capacity twice (the user and the host view,
+  // Arena.cpp), all as address space only. A capacity the process cannot
+  // reserve is refused here, naming the variable, rather than reported as
+  // free memory until some device's first allocation fails.
+  size_t addressSpace = 0;
+  const bool overflows = __builtin_mul_overflow(config.deviceMemory, size_t{2} * config.deviceCount, &addressSpace);
+  std::string reason = overflows ? "more than the address space can hold" : "";
+  if (!overflows) {
+    void* probe = mmap(nullptr, addressSpace, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (probe == MAP_FAILED) {
+      reason = std::string("mmap: ") + std::strerror(errno);
+    } else {
+      munmap(probe, addressSpace);
+    }
+  }
+  if (!reason.empty()) {
+    const char* text = std::getenv("OPENREG_DEVICE_MEMORY");
+    loaded.error = "OPENREG_DEVICE_MEMORY" + (text ? "='" + std::string(text) + "'" : std::string(" (the default)")) +
+                   " is too large: " + std::to_string(config.deviceCount) + " devices need twice their capacity (" +
+                   std::to_string(config.deviceMemory) + " bytes each) of address space, which this process cannot reserve (" +
+                   reason + ")";
   }
 
   if (const char* text = std::getenv("OPENREG_MEMORY_PROTECTION")) {
