@@ -10,6 +10,9 @@
 
 The registrations of the custom operators (schemas and kernels) are generated
 from torch_openreg/ops/operators.yaml on every build, into the build directory.
+
+Everything is compiled against the torch installed in the environment
+(tools/environment_torch.py), into build/torch-<version>/.
 """
 import contextlib
 import glob
@@ -56,7 +59,7 @@ WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 def one_line_per_compiled_file():
     """BuildExtension runs ninja verbosely: every compile command in full, a few
     kilobytes a file. Inside this, standard output shows the step and the source
-    file instead ("[12/77] csrc/aten/Copy.cpp"), so that `pip install -v` shows
+    file instead ("[12/77] compiling csrc/aten/Copy.cpp"), so that `pip install -v` shows
     the build's progress in lines a person reads."""
     sys.stdout.flush()
     read_end, write_end = os.pipe()
