@@ -2,7 +2,9 @@
 
 Each entry of ``expected_failures.json`` names a suite, an operator / module /
 optimizer ``name`` (a regular expression matched in full) and optionally a
-``variant``, ``dtype`` and ``sample`` (each a value or a list of values), with
+``variant``, ``dtype`` and ``sample`` (each a value or a list of values), the
+``torch`` releases it holds for ("2.14", or a list; every release if absent:
+PyTorch's sample inputs and some operators change between releases), with
 the ``reason``. A listed case that
 fails counts as ``xfail``; a listed case that passes fails the run, so the
 list can only shrink.
@@ -13,7 +15,8 @@ import re
 
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "expected_failures.json")
 REQUIRED_KEYS = {"suite", "name", "reason"}
-OPTIONAL_KEYS = {"variant", "dtype", "sample"}
+CASE_KEYS = {"variant", "dtype", "sample"}
+OPTIONAL_KEYS = CASE_KEYS | {"torch"}
 
 
 def load(path=DEFAULT_PATH):
@@ -27,12 +30,22 @@ def load(path=DEFAULT_PATH):
     return entries
 
 
+def running_release():
+    """'2.14' under torch 2.14.1."""
+    import torch
+
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
 def matching_entry(entries, case):
-    """The first entry that lists ``case`` (a result dict), or None."""
+    """The first entry that lists ``case`` (a result dict) for the running torch, or None."""
+    release = running_release()
     for entry in entries:
         if entry["suite"] != case["suite"] or not re.fullmatch(entry["name"], case["name"]):
             continue
-        if all(_listed(entry.get(key, case.get(key)), case.get(key)) for key in OPTIONAL_KEYS):
+        if not _listed(entry.get("torch", release), release):
+            continue
+        if all(_listed(entry.get(key, case.get(key)), case.get(key)) for key in CASE_KEYS):
             return entry
     return None
 
