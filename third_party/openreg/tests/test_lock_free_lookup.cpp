@@ -199,6 +199,20 @@ void testAccessCountUnderContention() {
   constexpr int kRounds = 20000;
   std::atomic<int> errors{0};
   std::atomic<bool> stop{false};
+  // The free is refused while `second` is open, before and during the
+  // workers' traffic: the workers start after its first refusal, so a loaded
+  // machine that schedules the workers first cannot leave it untried.
+  std::atomic<int> refusals{0};
+  std::thread freeing([&] {
+    while (!stop.load()) {
+      if (orFree(second) != orErrorIllegalState) {
+        errors.fetch_add(1);
+        return;
+      }
+      refusals.fetch_add(1);
+    }
+  });
+  while (refusals.load() == 0 && errors.load() == 0) std::this_thread::yield();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -221,16 +235,6 @@ void testAccessCountUnderContention() {
       }
     });
   }
-  std::atomic<int> refusals{0};
-  std::thread freeing([&] {
-    while (!stop.load()) {
-      if (orFree(second) != orErrorIllegalState) {
-        errors.fetch_add(1);
-        return;
-      }
-      refusals.fetch_add(1);
-    }
-  });
   for (std::thread& thread : threads) thread.join();
   stop.store(true);
   freeing.join();
