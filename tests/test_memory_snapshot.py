@@ -341,5 +341,8 @@ def test_all_stacks_include_cpp_frames():
         memory._record_memory_history(None)
     block = next(b for s in snapshot["segments"] for b in s["blocks"] if b["address"] == tensor.data_ptr())
     names = [frame["name"] for frame in block["frames"]]
-    assert any("DeviceCache::malloc" in name for name in names)
+    # An allocator frame by name: torch 2.15's default symbolizer reads DWARF only, so in a build without debug
+    # information it names the exported functions (gather_context) and not the internal ones (DeviceCache::malloc,
+    # which 2.13 and 2.14's addr2line name from the symbol table).
+    assert any(name.startswith("c10::openreg::") for name in names), names
     assert "_allocate_in_named_function" in names
