@@ -9,6 +9,7 @@ the ``reason``. A listed case that
 fails counts as ``xfail``; a listed case that passes fails the run, so the
 list can only shrink.
 """
+import functools
 import json
 import os
 import re
@@ -30,6 +31,7 @@ def load(path=DEFAULT_PATH):
     return entries
 
 
+@functools.cache
 def running_release():
     """'2.14' under torch 2.14.1."""
     import torch
