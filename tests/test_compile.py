@@ -404,6 +404,82 @@ def test_module_forward_backward_and_compiled_optimizer_step():
     assert_all_same(actual, expected)
 
 
+def cross_entropy_head(h, w, b, y):
+    return F.cross_entropy(F.linear(torch.tanh(h), w, b), y)
+
+
+def bert_classifier_head(hidden, pooler_w, pooler_b, classifier_w, classifier_b, labels):
+    # BERT's pooler (dense + tanh of the first token) and sequence
+    # classification head (dropout + linear), with its loss.
+    pooled = torch.tanh(F.linear(hidden[:, 0], pooler_w, pooler_b))
+    logits = F.linear(F.dropout(pooled, 0.1, training=True), classifier_w, classifier_b)
+    return F.cross_entropy(logits, labels)
+
+
+def convolutions_with_bias(image, kernel1, bias1, kernel2, bias2):
+    hidden = F.relu(F.conv2d(image, kernel1, bias1, padding=1))
+    return F.conv2d(hidden, kernel2, bias2, stride=2).square().mean()
+
+
+TRAINING_CASES = {
+    "cross_entropy_head": (
+        cross_entropy_head,
+        lambda: (make_cpu((8, 16)), make_cpu((3, 16), seed=1), make_cpu(3, seed=2), make_cpu(8, torch.int64, low=0, high=2)),
+    ),
+    "bert_classifier_head": (
+        bert_classifier_head,
+        lambda: (
+            make_cpu((4, 6, 32)),
+            make_cpu((32, 32), seed=1),
+            make_cpu(32, seed=2),
+            make_cpu((2, 32), seed=3),
+            make_cpu(2, seed=4),
+            make_cpu(4, torch.int64, low=0, high=1),
+        ),
+    ),
+    "convolutions_with_bias": (
+        convolutions_with_bias,
+        lambda: (
+            make_cpu((2, 3, 12, 12)),
+            make_cpu((8, 3, 3, 3), seed=1),
+            make_cpu(8, seed=2),
+            make_cpu((4, 8, 3, 3), seed=3),
+            make_cpu(4, seed=4),
+        ),
+    ),
+}
+
+
+def generated_kernels(codes):
+    return [kernel for code in codes for kernel in re.findall(r"r\'\'\'(.*?)\'\'\'", code, re.DOTALL)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TRAINING_CASES))
+def test_training_step_generates_the_cpus_kernels(name):
+    """Forward and backward compiled for openreg are the CPU's C++ kernels,
+    so the loss and every gradient are the compiled CPU's bit for bit. Where
+    Inductor decides by device (what to store rather than recompute, whether a
+    convolution adds its own bias), openreg gets the CPU's answer
+    (docs/compile.md)."""
+    fn, make_args = TRAINING_CASES[name]
+
+    def step(*args):
+        torch.manual_seed(0)
+        leaves = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
+        compiled = torch.compile(fn)
+        _, codes = run_and_get_code(lambda: compiled(*leaves).backward())
+        return [a.grad for a in leaves if a.is_floating_point()], codes
+
+    torch._dynamo.reset()
+    expected, cpu_codes = step(*make_args())
+    torch._dynamo.reset()
+    actual, openreg_codes = step(*map(to_device, make_args()))
+    assert_all_same(actual, expected)
+    assert generated_kernels(openreg_codes) == generated_kernels(cpu_codes)
+    assert all(len(generated_kernels([code])) > 0 for code in openreg_codes)
+
+
 @pytest.mark.slow
 def test_dynamic_shapes_marked_and_automatic():
     def fn(x):

@@ -12,11 +12,12 @@ compares the generated CPU code with and without torch_openreg).
 Installed once, with the Inductor backend (registration.py).
 """
 import functools
+import types
 
 import torch
 from torch._inductor import config, graph, ir, lowering, scheduler, utils
 from torch._inductor.codegen import common
-from torch._inductor.kernel import mm_common
+from torch._inductor.kernel import conv, mm_common
 
 _DEVICE = "openreg"
 
@@ -118,6 +119,41 @@ def _exact_constant_divisions_for_openreg(get_constant_value):
     return get_constant_value_openreg
 
 
+def _cpu_realize_heuristics_for_openreg(is_cpu):
+    # ir.is_cpu picks the heuristics that decide which intermediate values are
+    # stored to a buffer rather than recomputed where they are used: the CPU's
+    # opcount and read-count thresholds, and on the CPU a value reused by
+    # several consumers is stored when it holds exp, log, tanh or sigmoid.
+    # With another device's answer, a cross-entropy backward recomputes the
+    # forward's log-sum-exp inside a vectorized loop instead of reading it
+    # back, and rounds differently from the CPU's kernels.
+    @functools.wraps(is_cpu)
+    def is_cpu_or_openreg(x):
+        return is_cpu(x) or ir.get_device_type(x) == _DEVICE
+
+    return is_cpu_or_openreg
+
+
+def _cpu_convolution_bias_for_openreg(ir_module):
+    # kernel/conv.py's convolution lowering reads the input's device type
+    # (ir.get_device_type) for two decisions: XPU's conv1d-as-conv2d, and
+    # "peel off the bias" on every device but the CPU (a bias-less extern
+    # convolution plus an add kernel, because cuDNN is slower with a bias).
+    # openreg's convolution is the CPU's oneDNN kernel, which adds the bias
+    # itself; the module's view of `ir` answers "cpu" for openreg so that the
+    # bias stays in the convolution, as in the CPU's graph.
+    class IrWithOpenRegAsCpu(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(ir_module, name)
+
+        @staticmethod
+        def get_device_type(x):
+            device_type = ir_module.get_device_type(x)
+            return "cpu" if device_type == _DEVICE else device_type
+
+    return IrWithOpenRegAsCpu(ir_module.__name__)
+
+
 def _device_guard_for_openreg(device_need_guard):
     # scheduler.device_need_guard decides whether the wrapper enters the
     # kernels' device around them (`with torch.openreg.device(i):`, from
@@ -140,6 +176,8 @@ def install() -> None:
         module.get_current_backend = backend
     scheduler.BaseSchedulerNode.is_cpu = _cpu_scheduler_nodes_include_openreg(scheduler.BaseSchedulerNode.is_cpu)
     scheduler.device_need_guard = _device_guard_for_openreg(scheduler.device_need_guard)
+    ir.is_cpu = _cpu_realize_heuristics_for_openreg(ir.is_cpu)
+    conv.ir = _cpu_convolution_bias_for_openreg(ir)
     lowering.use_two_step_variance = _cpu_variance_algorithm_for_openreg(lowering.use_two_step_variance)
     lowering.get_constant_value = _exact_constant_divisions_for_openreg(lowering.get_constant_value)
     graph.GraphLowering.decide_layout_opt = _cpu_layout_optimization_for_openreg_convolutions(
