@@ -76,7 +76,7 @@ def test_every_operation_matches_gloo_on_cpu():
                  "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
                  "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
                  "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream", "async collectives issued back to back",
-        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG raises as gloo does",
+        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG as gloo",
         "all_reduce PREMUL_SUM raises as gloo does"):
         assert name in checked
     # The odd and the even ranks each ran their sub-group's check.
@@ -121,6 +121,28 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
                             ("operation", "rank 0: ALLREDUCE(reduce_op=0; Float[4]), rank 1: BROADCAST(root=0; Float[4])"),
                             ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
             assert_mismatch_error(r.rank, case, cases[case], shown)
+        refusals = {
+            "gather root list length": (0, "the root's output list holds 3 tensors; it must hold one per rank (2)",
+                                        "rank 0: GATHER(root=0; Float[3]) (refused on that rank)"),
+            "gather root list shape": (0, "output 1 is Float[4], not Float[3]: every tensor of the list must have",
+                                       "rank 0: GATHER(root=0; Float[3]) (refused on that rank)"),
+            "scatter root list length": (1, "the root's input list holds 1 tensors; it must hold one per rank (2)",
+                                         "rank 1: SCATTER(root=1; Float[3]) (refused on that rank)"),
+            "all_to_all uneven": (1, "output 0 is Float[3], not Float[2]",
+                                  "rank 1: ALLTOALL(; Float[3], Float[3], Float[2], Float[2]) (refused on that rank)"),
+        }
+        for case, (refusing, reason, shown) in refusals.items():
+            if r.rank == refusing:
+                assert cases[case]["error"] == "ValueError", (case, cases[case])
+                assert f"orccl {case.split()[0].replace('_', '')} on rank {r.rank}: {reason}" in cases[case]["message"]
+            else:
+                assert_mismatch_error(r.rank, case, cases[case], shown)
+        # Every rank refuses its own lists alike: each raises its own reason, nothing reaches gloo.
+        assert cases["all_to_all list length"]["error"] == "ValueError"
+        assert "the input and output lists hold 3 and 3 tensors; each must hold one per rank (2)" \
+            in cases["all_to_all list length"]["message"]
+        assert_mismatch_error(r.rank, "all_to_all sizes across ranks", cases["all_to_all sizes across ranks"],
+                              "rank 0: ALLTOALL(; Float[2], Float[2], Float[2], Float[2]), rank 1: ALLTOALL(; Float[3]")
         assert cases["cpu tensor"]["error"] == "RuntimeError"
         assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
         assert cases["sparse tensor"]["error"] == "NotImplementedError"

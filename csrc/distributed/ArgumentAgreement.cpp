@@ -58,6 +58,10 @@ void CallSignature::same_shape(const at::Tensor& tensor) {
   words_.insert(words_.end(), tensor.sizes().begin(), tensor.sizes().end());
 }
 
+void CallSignature::refuse() {
+  refused_ = true;
+}
+
 void CallSignature::same_dtype(const at::Tensor& tensor) {
   words_.push_back(kSameDtype);
   words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
@@ -77,7 +81,7 @@ PendingAgreement CallSignature::start_agreement(Backend& gloo, bool refused) con
   int64_t* record = mine.data_ptr<int64_t>();
   record[0] = fingerprint(words_);
   record[1] = static_cast<int64_t>(words_.size());
-  record[2] = refused ? 1 : 0;
+  record[2] = refused || refused_ ? 1 : 0;
   std::copy_n(words_.begin(), std::min<size_t>(words_.size(), kRecord - kCompared), record + kCompared);
   at::Tensor all = at::empty({size * kRecord}, at::kLong);
   return {gloo._allgather_base(all, mine, AllgatherOptions()), all};
@@ -107,7 +111,7 @@ void CallSignature::finish_agreement(
     for (int r = 0; r < size; ++r) {
       const int64_t* record = records + r * kRecord;
       ranks += c10::str(
-          r == 0 ? "" : ", ", "rank ", r, ": ", describe(record), record[2] ? " (refused by gloo on that rank)" : "");
+          r == 0 ? "" : ", ", "rank ", r, ": ", describe(record), record[2] ? " (refused on that rank)" : "");
     }
     TORCH_CHECK_VALUE(
         false, ProcessGroupOpenReg::kName, " ", op_, " on rank ", gloo.getRank(),

@@ -41,12 +41,18 @@ class CallSignature {
   // split sizes make uneven): only its dtype must agree.
   void same_dtype(const at::Tensor& tensor);
 
+  // This rank refuses the call's arguments (CollectiveCall::refuse): the
+  // agreement then fails on every rank whose call the others do not refuse
+  // alike.
+  void refuse();
+
   // Exchanges the signatures over `gloo` (blocking) and raises ValueError on
   // every rank if they differ; a gloo failure is reported for the collective
   // on `device`.
   void agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const;
   // agree() in two halves. `refused`: this rank's gloo refused the call it
-  // issued on a prediction, which makes the agreement fail on every rank.
+  // issued on a prediction, which, as refuse(), makes the agreement fail on
+  // every rank.
   PendingAgreement start_agreement(Backend& gloo, bool refused = false) const;
   void finish_agreement(PendingAgreement& pending, Backend& gloo, const PeerProcesses& peers, c10::Device device)
       const;
@@ -62,6 +68,7 @@ class CallSignature {
 
   const char* op_;
   std::vector<int64_t> words_;
+  bool refused_ = false;
 };
 
 } // namespace c10d::openreg

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <exception>
 #include <limits>
+#include <string>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -69,12 +71,50 @@ class CollectiveCall {
     }
     return *this;
   }
-  // Tensors only the root passes (gather's outputs, scatter's inputs).
-  CollectiveCall& root_only(const TensorLists& lists) {
+  // Tensors only the root passes (gather's outputs, scatter's inputs): one
+  // list of a tensor per rank, each of `like`'s dtype and shape; the other
+  // ranks pass none. gloo checks this on the root alone, where its error
+  // would leave the other ranks waiting for the root until the group's
+  // timeout, so a wrong list is refused here (refuse()).
+  CollectiveCall& root_only(const TensorLists& lists, const TensorList& like, bool is_root, const char* what) {
     for (const auto& tensors : lists) {
       for (const auto& tensor : tensors) {
         check_.check_written(tensor);
       }
+    }
+    if (!is_root) {
+      if (!lists.empty()) {
+        refuse(c10::str("only the root passes an ", what, " list"));
+      }
+    } else if (lists.size() != 1 || static_cast<int>(lists[0].size()) != pg_.getSize()) {
+      refuse(c10::str(
+          "the root's ", what, " list holds ", lists.empty() ? 0 : lists[0].size(),
+          " tensors; it must hold one per rank (", pg_.getSize(), ")"));
+    } else if (like.size() == 1) {
+      equal_parts(lists[0], like[0], what);
+    }
+    return *this;
+  }
+  // Tensors of a list that must each have `like`'s dtype and shape (gather's
+  // and scatter's root list, all-to-all's lists: gloo moves equal parts).
+  CollectiveCall& equal_parts(const TensorList& tensors, const at::Tensor& like, const char* what) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].scalar_type() != like.scalar_type() || tensors[i].sizes() != like.sizes()) {
+        refuse(c10::str(
+            what, " ", i, " is ", tensors[i].scalar_type(), tensors[i].sizes(), ", not ", like.scalar_type(),
+            like.sizes(), ": every tensor of the list must have the same dtype and shape"));
+      }
+    }
+    return *this;
+  }
+  // An argument error that gloo would raise on this rank alone. The call
+  // still takes part in the ranks' agreement, marked as refused, so that it
+  // fails on every rank (the others with the agreement's ValueError naming
+  // this rank's call) and the group stays usable; this rank raises `reason`.
+  CollectiveCall& refuse(std::string reason) {
+    if (!refusal_) {
+      refusal_ = std::move(reason);
+      signature_.refuse();
     }
     return *this;
   }
@@ -184,6 +224,7 @@ class CollectiveCall {
       CallPrediction::Marked marked) {
     auto work = make_work(std::move(outputs));
     auto launch = [work,
+                   refusal = refusal_ ? refusal_error() : nullptr,
                    signature = std::move(signature_),
                    issue = std::move(issue),
                    replay = std::move(replay),
@@ -198,11 +239,16 @@ class CollectiveCall {
             *gloo,
             *peers,
             device,
-            [&issue](Backend& gloo) { return as_works(issue(gloo)); },
+            [&issue, &refusal](Backend& gloo) {
+              if (refusal) {
+                std::rethrow_exception(refusal);
+              }
+              return as_works(issue(gloo));
+            },
             std::move(replay),
             marked));
       } catch (...) {
-        work->failed(std::current_exception());
+        work->failed(refusal ? refusal : std::current_exception());
       }
     };
     if (async_op) {
@@ -225,6 +271,14 @@ class CollectiveCall {
     return works;
   }
 
+  std::exception_ptr refusal_error() const {
+    try {
+      TORCH_CHECK_VALUE(false, ProcessGroupOpenReg::kName, " ", op_, " on rank ", pg_.getRank(), ": ", *refusal_);
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+
   c10::intrusive_ptr<OpenRegWork> make_work(TensorList outputs) {
     return c10::make_intrusive<OpenRegWork>(
         pg_.getRank(), type_, op_, check_.device(), pg_.peers_, std::move(host_views_), std::move(outputs));
@@ -237,6 +291,7 @@ class CollectiveCall {
   CallSignature signature_;
   std::optional<at::openreg::HostViews> views_;
   TensorList host_views_;
+  std::optional<std::string> refusal_;
 };
 
 } // namespace c10d::openreg

@@ -186,7 +186,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::gather(
     const GatherOptions& opts) {
   // Only the root passes outputs.
   CollectiveCall call(*this, "gather", OpType::GATHER);
-  call.option("root", opts.rootRank).same(inputs).root_only(outputs);
+  call.option("root", opts.rootRank).same(inputs).root_only(outputs, inputs, getRank() == opts.rootRank, "output");
   return call.launch(
       opts.asyncOp,
       flattened(outputs),
@@ -201,7 +201,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::scatter(
     const ScatterOptions& opts) {
   // Only the root passes inputs.
   CollectiveCall call(*this, "scatter", OpType::SCATTER);
-  call.option("root", opts.rootRank).same(outputs).root_only(inputs);
+  call.option("root", opts.rootRank).same(outputs).root_only(inputs, outputs, getRank() == opts.rootRank, "input");
   return call.launch(
       opts.asyncOp,
       outputs,
@@ -264,8 +264,17 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall(
     TensorList& outputs,
     TensorList& inputs,
     const AllToAllOptions& opts) {
+  // gloo exchanges equal parts: one tensor per rank in each list, all of one
+  // dtype and shape, which must then agree across ranks too.
   CollectiveCall call(*this, "alltoall", OpType::ALLTOALL);
-  call.local(outputs).local(inputs);
+  call.same(outputs).same(inputs);
+  if (static_cast<int>(inputs.size()) != getSize() || outputs.size() != inputs.size()) {
+    call.refuse(c10::str(
+        "the input and output lists hold ", inputs.size(), " and ", outputs.size(),
+        " tensors; each must hold one per rank (", getSize(), ")"));
+  } else {
+    call.equal_parts(inputs, inputs[0], "input").equal_parts(outputs, inputs[0], "output");
+  }
   return call.launch(
       opts.asyncOp,
       outputs,

@@ -77,15 +77,20 @@ def main():
             return t
         check(f"all_reduce {op}", bitwise, gloo)
 
-    # The reductions gloo lacks raise gloo's own error, on openreg as on the CPU.
-    for name, op in (("AVG", dist.ReduceOp.AVG), ("PREMUL_SUM", dist._make_nccl_premul_sum(2.0))):
-        def unsupported(device, group, op=op, name=name):
-            try:
-                dist.all_reduce(values((4,), torch.float32, 2).to(device), op, group=group)
-            except Exception as error:
-                return [type(error).__name__, f"Cannot use ReduceOp.{name} with Gloo" in str(error)]
-            return "no error"
-        check(f"all_reduce {name} raises as gloo does", unsupported, gloo)
+    # AVG gives gloo's mean; PREMUL_SUM, which gloo lacks, raises gloo's own error, on openreg as on the CPU.
+    def average(device, group):
+        t = values((4,), torch.float32, 2).to(device)
+        dist.all_reduce(t, dist.ReduceOp.AVG, group=group)
+        return t
+    check("all_reduce AVG as gloo", average, gloo)
+
+    def premul_sum(device, group):
+        try:
+            dist.all_reduce(values((4,), torch.float32, 2).to(device), dist._make_nccl_premul_sum(2.0), group=group)
+        except Exception as error:
+            return [type(error).__name__, "Cannot use ReduceOp.PREMUL_SUM with Gloo" in str(error)]
+        return "no error"
+    check("all_reduce PREMUL_SUM raises as gloo does", premul_sum, gloo)
 
     def all_reduce_async(device, group):
         t = values((1000,), torch.float32, 3).to(device)

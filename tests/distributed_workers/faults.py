@@ -42,6 +42,20 @@ def mismatch():
                  dist.broadcast(torch.ones(4, device=DEV), src=0))
     expect_error("all_gather input", lambda: dist.all_gather(
         [torch.empty(3, device=DEV) for _ in range(2)], torch.ones(3 + RANK, device=DEV)))
+    # Arguments gloo checks on one rank only (the root's list, a rank's all-to-all lists): refused on that rank
+    # before the agreement, so that every rank fails at once instead of waiting for the group's timeout.
+    expect_error("gather root list length", lambda: dist.gather(
+        torch.ones(3, device=DEV), [torch.empty(3, device=DEV) for _ in range(3)] if RANK == 0 else None, dst=0))
+    expect_error("gather root list shape", lambda: dist.gather(
+        torch.ones(3, device=DEV), [torch.empty(3 + i, device=DEV) for i in range(2)] if RANK == 0 else None, dst=0))
+    expect_error("scatter root list length", lambda: dist.scatter(
+        torch.empty(3, device=DEV), [torch.ones(3, device=DEV)] if RANK == 1 else None, src=1))
+    expect_error("all_to_all uneven", lambda: dist.all_to_all(
+        [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2, device=DEV) for _ in range(2)]))
+    expect_error("all_to_all list length", lambda: dist.all_to_all(
+        [torch.empty(2, device=DEV) for _ in range(3)], [torch.ones(2, device=DEV) for _ in range(3)]))
+    expect_error("all_to_all sizes across ranks", lambda: dist.all_to_all(
+        [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2 + RANK, device=DEV) for _ in range(2)]))
     # An asynchronous collective returns before the other ranks make the call (the agreement waits for them
     # off the calling thread): rank 1 calls only once rank 0's call has returned.
     store = dist.distributed_c10d._get_default_store()
