@@ -609,6 +609,33 @@ def test_fullgraph_reports_the_graph_break_reason_as_on_cpu():
     assert "print" in reason(DEVICE)
 
 
+def test_backend_named_after_the_device_is_listed_and_refuses_graphs_of_other_devices():
+    """torch.compile(fn, backend="openreg") is found through Dynamo's backend
+    entry points; a graph whose inputs are on another device (a model left on
+    the CPU) raises, naming the device."""
+    assert "openreg" in torch._dynamo.list_backends()
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="this graph has inputs on cpu"):
+        torch.compile(lambda x: x + 1, backend="openreg")(make_cpu(4))
+
+
+@pytest.mark.slow
+def test_backend_named_after_the_device_is_inductor():
+    """backend="openreg" compiles as the default backend does (the same
+    results bit for bit), and takes mode= or options= as backend="inductor"
+    does, checking the options' names."""
+    fn = lambda x, w: torch.softmax(x @ w, -1).sum(0)  # noqa: E731
+    x, w = make_cpu((8, 6)), make_cpu((6, 5), seed=1)
+    torch._dynamo.reset()
+    expected = torch.compile(fn)(x, w)
+    for kwargs in ({}, {"mode": "max-autotune-no-cudagraphs"}, {"options": {"epilogue_fusion": False}}):
+        torch._dynamo.reset()
+        assert_same(torch.compile(fn, backend="openreg", **kwargs)(x.to(DEVICE), w.to(DEVICE)), expected)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="Unexpected optimization option no_such"):
+        torch.compile(fn, backend="openreg", options={"no_such": 1})(x.to(DEVICE), w.to(DEVICE))
+
+
 @pytest.mark.parametrize("setting", ["cpp_wrapper", "fx_wrapper"])
 def test_unsupported_wrapper_fails_with_inductor_error_naming_the_device(setting):
     with torch._inductor.config.patch({setting: True}):
