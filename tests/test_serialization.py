@@ -295,30 +295,53 @@ def test_requires_grad_and_parameters_survive():
 # backend metadata
 # --------------------------------------------------------------------------
 
-def test_backend_meta_survives_save_load():
-    """A per-tensor tag kept in the openreg TensorImpl's BackendMeta is
-    serialized with the tensor (torch._C._get_tensor_metadata) and restored
-    at load (torch._C._set_tensor_metadata)."""
-    tagged = make_cpu(6, seed=17).to(DEVICE)
-    negative = make_cpu(4, seed=19).to("openreg:1")
+def test_backend_metadata_round_trips_through_pytorchs_interface():
+    """torch._utils.set_tensor_metadata / get_tensor_metadata reach openreg's
+    BackendMeta: the backend's entries are kept beside PyTorch's own bits
+    (neg), and a later call adds or replaces entries. They belong to the
+    tensor (its TensorImpl): detach() and a Parameter, shallow copies of it,
+    carry them; a view or a clone is a tensor of its own and starts without."""
+    t = make_cpu(6).to(DEVICE)
+    assert torch._utils.get_tensor_metadata(t) == {}
+    torch._utils.set_tensor_metadata(t, {"format_number": True, "version_number": True})
+    assert torch._utils.get_tensor_metadata(t) == {"format_number": True, "version_number": True}
+    torch._utils.set_tensor_metadata(t, {"version_number": False, "packed": True})
+    expected = {"format_number": True, "version_number": False, "packed": True}
+    assert torch._utils.get_tensor_metadata(t) == expected
+    assert torch._utils.get_tensor_metadata(t.detach()) == expected
+    assert torch._utils.get_tensor_metadata(torch.nn.Parameter(t)) == expected
+    assert torch._utils.get_tensor_metadata(t[1:]) == {}
+    assert torch._utils.get_tensor_metadata(t.clone()) == {}
+    # The detached tensor's entries are its own copy: changing them leaves the original's alone.
+    detached = t.detach()
+    torch._utils.set_tensor_metadata(detached, {"packed": False})
+    assert torch._utils.get_tensor_metadata(t) == expected
+    negative = t._neg_view()
+    torch._utils.set_tensor_metadata(negative, {"format_number": True})
+    assert torch._utils.get_tensor_metadata(negative) == {"format_number": True, "neg": True}
+    # A CPU tensor has no backend metadata: PyTorch keeps only its own bits.
+    cpu = torch.ones(2)
+    torch._utils.set_tensor_metadata(cpu, {"format_number": True})
+    assert torch._utils.get_tensor_metadata(cpu) == {}
+
+
+def test_backend_metadata_survives_save_load():
+    """The entries are pickled with the tensor (torch.Tensor.__reduce_ex__
+    asks get_tensor_metadata) and handed back to the rebuilt openreg tensor,
+    with and without weights_only and onto another device; loading onto the
+    CPU drops them without error."""
+    marked = make_cpu(6, seed=17).to(DEVICE)
+    other = make_cpu(4, seed=19).to("openreg:1")
     plain = make_cpu(6, seed=18).to(DEVICE)
-    torch.openreg._set_tensor_tag(tagged, 7)
-    torch.openreg._set_tensor_tag(negative, -(2**40))
-    assert torch.openreg._get_tensor_tag(tagged) == 7
-    assert torch.openreg._get_tensor_tag(negative) == -(2**40)
-    assert torch.openreg._get_tensor_tag(plain) == 0  # untagged
+    torch._utils.set_tensor_metadata(marked, {"format_number": True, "version_number": False})
+    torch._utils.set_tensor_metadata(other, {"packed": True})
     for kwargs in ({}, {"weights_only": True}, {"map_location": "openreg:1"}):
-        loaded = _round_trip({"tagged": tagged, "negative": negative, "plain": plain}, **kwargs)
-        assert torch.openreg._get_tensor_tag(loaded["tagged"]) == 7, kwargs
-        assert torch.openreg._get_tensor_tag(loaded["negative"]) == -(2**40), kwargs
-        assert torch.openreg._get_tensor_tag(loaded["plain"]) == 0, kwargs
-        assert_same(loaded["tagged"], make_cpu(6, seed=17))
-        assert_same(loaded["negative"], make_cpu(4, seed=19))
-    # loading onto the CPU drops the device-private metadata without error
-    loaded = _round_trip({"tagged": tagged}, map_location="cpu")
-    assert torch.equal(loaded["tagged"], make_cpu(6, seed=17))
-
-
-def test_backend_meta_needs_an_openreg_tensor():
-    with pytest.raises(RuntimeError, match="openreg tensor"):
-        torch.openreg._set_tensor_tag(torch.ones(2), 3)
+        loaded = _round_trip({"marked": marked, "other": other, "plain": plain}, **kwargs)
+        assert torch._utils.get_tensor_metadata(loaded["marked"]) == {"format_number": True, "version_number": False}
+        assert torch._utils.get_tensor_metadata(loaded["other"]) == {"packed": True}, kwargs
+        assert torch._utils.get_tensor_metadata(loaded["plain"]) == {}, kwargs
+        assert_same(loaded["marked"], make_cpu(6, seed=17))
+        assert_same(loaded["other"], make_cpu(4, seed=19))
+    loaded = _round_trip({"marked": marked}, map_location="cpu")
+    assert torch.equal(loaded["marked"], make_cpu(6, seed=17))
+    assert torch._utils.get_tensor_metadata(loaded["marked"]) == {}

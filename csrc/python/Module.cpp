@@ -27,7 +27,6 @@
 #include "runtime/OpenRegPluggableAllocator.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegSyncDebug.h"
-#include "runtime/OpenRegTensorMeta.h"
 #include "runtime/Options.h"
 
 namespace {
@@ -84,8 +83,6 @@ BINDING(py_synchronize, (int index), {
 BINDING(py_default_generator, (int index),
         return py::reinterpret_steal<py::object>(
             THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
-BINDING(py_set_tensor_tag, (const at::Tensor& tensor, int64_t tag), set_tensor_tag(tensor, tag);)
-BINDING(py_get_tensor_tag, (const at::Tensor& tensor), return get_tensor_tag(tensor);)
 BINDING(py_stream_priority, (int device_index, int64_t stream_id), {
   const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
   return OpenRegStream(stream).priority();
@@ -257,12 +254,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", &py_synchronize);
   m.def("_is_device_initialized", &py_is_device_initialized);
   m.def("_default_generator", &py_default_generator);
-  m.def("_set_tensor_tag", &py_set_tensor_tag);
   m.def("_fallback_stats", &py_fallback_stats);
   m.def("_stream_priority", &py_stream_priority);
   m.def("_event_elapsed_time", &py_event_elapsed_time);
   m.def("_reset_fallback_stats", &py_reset_fallback_stats);
-  m.def("_get_tensor_tag", &py_get_tensor_tag);
   m.def("_set_memory_fraction", &py_set_memory_fraction);
   m.def("_get_memory_fraction", &py_get_memory_fraction);
   m.def("_caching_allocator_alloc", &py_caching_allocator_alloc);

@@ -195,17 +195,6 @@ def reset_fallback_stats() -> None:
     _C._reset_fallback_stats()
 
 
-def _set_tensor_tag(tensor, tag: int) -> None:
-    """Attaches backend-private metadata (an integer tag) to an openreg tensor;
-    it survives torch.save / torch.load onto openreg."""
-    _C._set_tensor_tag(tensor, int(tag))
-
-
-def _get_tensor_tag(tensor) -> int:
-    """The tag set by ``_set_tensor_tag`` (0 if none)."""
-    return _C._get_tensor_tag(tensor)
-
-
 class device:
     """Context manager that makes ``device`` current, then restores the previous one."""
 
