@@ -345,3 +345,28 @@ def test_backend_metadata_survives_save_load():
     loaded = _round_trip({"marked": marked}, map_location="cpu")
     assert torch.equal(loaded["marked"], make_cpu(6, seed=17))
     assert torch._utils.get_tensor_metadata(loaded["marked"]) == {}
+
+
+def test_backend_metadata_reaches_fake_tensors_and_compile_backends():
+    """Fake tensors made from an openreg tensor carry its backend entries, so
+    a graph compiler sees them on the inputs of the graph Dynamo traced."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    t = make_cpu((3, 3)).to(DEVICE)
+    torch._utils.set_tensor_metadata(t, {"format_number": True})
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(t)
+    assert isinstance(fake, FakeTensor) and fake.device == t.device
+    assert torch._utils.get_tensor_metadata(fake) == {"format_number": True}
+    assert torch._utils.get_tensor_metadata(mode.from_tensor(make_cpu(2).to(DEVICE))) == {}
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        placeholders = [node.meta["example_value"] for node in gm.graph.nodes if node.op == "placeholder"]
+        seen.extend(torch._utils.get_tensor_metadata(x) for x in placeholders if isinstance(x, FakeTensor))
+        return gm
+
+    torch._dynamo.reset()
+    assert_same(torch.compile(lambda x: x * 2, backend=backend)(t), make_cpu((3, 3)) * 2)
+    assert seen == [{"format_number": True}]

@@ -12,7 +12,9 @@ that needs it has been imported:
   after ``torch._dynamo.trace_rules``;
 - fake tensors: the CPU's layout rule for openreg convolutions
   (fake_convolution.py) after ``torch._subclasses.fake_impls``, which
-  ``import torch`` has usually imported already (then at once);
+  ``import torch`` has usually imported already (then at once), and the
+  backend's metadata on fake tensors of openreg tensors (fake_metadata.py)
+  after ``torch._subclasses.fake_tensor``;
 - Inductor: ``register_backend_for_device`` and ``register_device_op_overrides``
   after ``torch._inductor.compile_fx``, which every compilation goes through
   (``torch.compile``'s Inductor backend, cache loads). By then the Inductor
@@ -54,6 +56,12 @@ def _predict_convolution_layouts_as_cpu() -> None:
     fake_convolution.install()
 
 
+def _copy_metadata_to_fake_tensors() -> None:
+    from . import fake_metadata
+
+    fake_metadata.install()
+
+
 def _register_with_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
@@ -78,6 +86,7 @@ def _register_with_inductor() -> None:
 
 _AFTER_IMPORT = {
     "torch._subclasses.fake_impls": _predict_convolution_layouts_as_cpu,
+    "torch._subclasses.fake_tensor": _copy_metadata_to_fake_tensors,
     "torch._dynamo.device_interface": _register_with_dynamo,
     "torch._dynamo.trace_rules": _skip_in_dynamo,
     "torch._inductor.compile_fx": _register_with_inductor,
