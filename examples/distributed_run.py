@@ -4,6 +4,7 @@ global batch, and checking a distributed loss curve against the same training in
 Not a script: ddp_train.py and fsdp_train.py import it (torchrun puts their folder on sys.path).
 """
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -18,6 +19,10 @@ def join(device_type: str) -> torch.device:
     With no backend named, init_process_group takes the device's backend (orccl here, NCCL with CUDA), for
     device tensors only.
     """
+    if "LOCAL_RANK" not in os.environ:
+        script = os.path.relpath(sys.argv[0])
+        sys.exit(f"{script} runs one process per rank under a launcher that sets RANK, LOCAL_RANK and WORLD_SIZE:\n"
+                 f"    torchrun --nproc-per-node 2 {script}")
     if device_type == "cpu":
         dist.init_process_group("gloo")
         return torch.device("cpu")

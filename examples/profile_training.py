@@ -19,6 +19,7 @@ docs/profiling.md says how to open both files.
 """
 import argparse
 import os
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -44,7 +45,8 @@ def make_model() -> nn.Module:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=".", help="where the trace and the snapshot are written")
+    parser.add_argument("--out-dir", default=os.path.join(tempfile.gettempdir(), "openreg_profile"),
+                        help="where the trace and the snapshot are written (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=3, help="training steps recorded (after 2 warm-up steps)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)

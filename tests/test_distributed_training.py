@@ -125,6 +125,16 @@ def test_example_under_torchrun(case):
     assert f", {sum(hosts)} ranks" in output, output
 
 
+@pytest.mark.parametrize("script", ["ddp_train.py", "fsdp_train.py"])
+def test_example_outside_torchrun_says_how_to_launch_it(script):
+    env = {key: value for key, value in os.environ.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / script)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert f"torchrun --nproc-per-node 2 {os.path.relpath(EXAMPLES / script)}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 def test_example_exits_nonzero_on_mismatch():
     # With two ranks the arithmetic differs from one process's in the last bits: no tolerance fails.

@@ -353,15 +353,24 @@ EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "profile
 
 @pytest.mark.slow
 def test_profile_training_example_writes_a_trace_and_prints_top_ops(tmp_path):
+    """Without --out-dir the files go to the system's temporary directory,
+    not the working directory (a checkout, when run from the repository)."""
+    working = tmp_path / "working"
+    working.mkdir()
     proc = run_python(
         f"""
-        import runpy, sys
-        sys.argv = ["profile_training.py", "--out-dir", {str(tmp_path)!r}, "--steps", "2"]
+        import os, runpy, sys
+        os.chdir({str(working)!r})
+        sys.argv = ["profile_training.py", "--steps", "2"]
         runpy.run_path({str(EXAMPLE)!r}, run_name="__main__")
         """,
         timeout=300,
+        TMPDIR=tmp_path,
     )
     stdout = check_ok(proc)
+    assert list(working.iterdir()) == []
+    tmp_path = tmp_path / "openreg_profile"
+    assert f"Chrome trace: {tmp_path / 'openreg_trace.json'}" in stdout
     assert "OPENREG total" in stdout  # the key_averages table, by device time
     with open(tmp_path / "openreg_trace.json") as f:
         events = json.load(f)["traceEvents"]
