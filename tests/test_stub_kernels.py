@@ -409,3 +409,59 @@ def test_direct_path_operands_sharing_memory_equal_cpu_and_release_it():
     del dev, dev_separate
     torch.openreg.empty_cache()
     assert torch.openreg.memory_reserved() <= reserved - 3 * n * 4
+
+
+# Operators whose DispatchStub openreg fills itself (REGISTER_PRIVATEUSE1_DISPATCH, DeviceStubKernels.cpp): ATen's
+# own implementation builds the iterator over the openreg tensors and calls openreg's kernel, CPU loops compiled
+# into the extension running on device memory. A unary operator, one with a scalar operand, an activation.
+DEVICE_STUB = {
+    "abs": (lambda t, **kw: torch.abs(t, **kw), lambda t: t.abs_()),
+    "clamp_min": (lambda t, **kw: torch.clamp_min(t, -0.5, **kw), lambda t: t.clamp_min_(-0.5)),
+    "leaky_relu": (lambda t, **kw: torch._C._nn.leaky_relu(t, 0.3, **kw), lambda t: torch._C._nn.leaky_relu_(t, 0.3)),
+}
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(DEVICE_STUB))
+def test_device_stub_kernels_equal_cpu(name, dtype):
+    """Functional, in-place and out= results bit for bit the CPU's (NaN
+    included), on contiguous, transposed and strided inputs; an unsupported
+    dtype raises as on the CPU."""
+    functional, in_place = DEVICE_STUB[name]
+    x = make_cpu((9, 7), dtype, seed=6)
+    if dtype.is_floating_point:
+        x[0, 0] = float("nan")
+    for view in (None, lambda t: t.t(), lambda t: t[:, ::2]):
+        check_against_cpu(functional, [x], view=view)
+    check_against_cpu(functional, [make_cpu((0, 3), dtype)])
+    expected = cpu_result(lambda: in_place(x.clone()))
+    device_x = x.to(DEV)
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            in_place(device_x)
+        return
+    assert in_place(device_x) is device_x
+    torch.testing.assert_close(device_x.cpu(), expected, rtol=0, atol=0, equal_nan=True)
+    out = torch.empty(0, dtype=dtype, device=DEV)  # resized as on the CPU
+    assert functional(x.to(DEV), out=out) is out
+    torch.testing.assert_close(out.cpu(), functional(x), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(DEVICE_STUB))
+def test_device_stub_operators_are_openreg_kernels_not_the_fallback(name):
+    overloads = {"abs": ["aten::abs.out"]}.get(name, [f"aten::{name}", f"aten::{name}_", f"aten::{name}.out"])
+    for op in overloads:
+        assert_openreg_kernel(op)
+    functional, in_place = DEVICE_STUB[name]
+    x = make_cpu((4, 5), torch.float32, seed=1).to(DEV)
+    torch.openreg.reset_fallback_stats()
+    functional(x), in_place(x.clone()), functional(x, out=torch.empty(0, device=DEV))
+    assert torch.openreg.fallback_stats() == {}
+
+
+def test_complex_abs_takes_the_cpus_kernel():
+    z = make_cpu((5, 3), torch.complex64, seed=2)
+    check_against_cpu(torch.abs, [z])
+    out = torch.empty(0, device=DEV)
+    torch.abs(z.to(DEV), out=out)
+    assert_same(out, torch.abs(z))

@@ -1,7 +1,10 @@
-// abs.out, the kernel behind torch.abs (abs itself is a composite calling
-// it). abs is not structured: its native out kernel (complex input into a
-// real output through a complex temporary, resize_output of `out`) runs on
-// host views, so argument checks, resizing and results are the CPU's.
+// abs.out, the kernel behind torch.abs (abs and abs_ are composites calling
+// it): the guide's DispatchStub example. ATen's abs_out builds a
+// TensorIterator over the openreg tensors and calls abs_stub for PrivateUse1,
+// which openreg fills (DeviceStubKernels.cpp). Complex inputs, whose abs_out
+// computes into a complex temporary, run the CPU's abs_out on host views
+// instead: the CPU's vectorized complex magnitude is not what a portable
+// build of the loop computes, bit for bit.
 #include <ATen/ops/abs_native.h>
 
 #include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
@@ -11,6 +14,9 @@ namespace at::openreg {
 
 at::Tensor& OpenRegNativeFunctions::abs_out(const at::Tensor& self, at::Tensor& out) {
   const DeviceCall call("aten::abs.out", self, Written{out});
+  if (!self.is_complex()) {
+    return at::native::abs_out(self, out);
+  }
   HostCall host_call(call);
   at::Tensor host_out = host_call.alias(out);
   at::native::abs_out(host_call.alias(self), host_out);

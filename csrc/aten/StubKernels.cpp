@@ -76,6 +76,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   Overloads<cos_op>::register_to(m);
   Overloads<tanh_op>::register_to(m);
   Overloads<sigmoid_op>::register_to(m);
+  Overloads<clamp_min_op>::register_to(m);
+  Overloads<leaky_relu_op>::register_to(m);
   Overloads<add_op>::register_to(m);
   Overloads<sub_op>::register_to(m);
   Overloads<mul_op>::register_to(m);

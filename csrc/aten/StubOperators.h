@@ -5,6 +5,8 @@
 // one call of such an operator on a device both share.
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/clamp_min_native.h>
+#include <ATen/ops/leaky_relu_native.h>
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/cos_native.h>
@@ -27,16 +29,21 @@
 namespace at::openreg {
 
 // The operators: libtorch's native class, whether its iterator casts outputs
-// (false for comparisons, whose bool output the loops write directly) and
-// the three overload names.
-#define OPENREG_STUB_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, FUNCTIONAL, IN_PLACE, OUT) \
-  struct NAME##_op {                                                                 \
-    using Native = at::native::NATIVE;                                               \
-    static constexpr bool casts_outputs = CASTS_OUTPUTS;                             \
-    static constexpr const char* functional = FUNCTIONAL;                            \
-    static constexpr const char* in_place = IN_PLACE;                                \
-    static constexpr const char* out = OUT;                                          \
+// (false for comparisons, whose bool output the loops write directly),
+// whether openreg fills the operator's stub itself (DeviceStubKernels.cpp;
+// otherwise the iterator's operands are labelled CPU ones and the CPU's
+// kernel of the stub runs) and the three overload names.
+#define OPENREG_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, DEVICE_STUB, FUNCTIONAL, IN_PLACE, OUT) \
+  struct NAME##_op {                                                                      \
+    using Native = at::native::NATIVE;                                                    \
+    static constexpr bool casts_outputs = CASTS_OUTPUTS;                                  \
+    static constexpr bool device_stub = DEVICE_STUB;                                      \
+    static constexpr const char* functional = FUNCTIONAL;                                 \
+    static constexpr const char* in_place = IN_PLACE;                                     \
+    static constexpr const char* out = OUT;                                               \
   };
+#define OPENREG_STUB_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, FUNCTIONAL, IN_PLACE, OUT) \
+  OPENREG_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, false, FUNCTIONAL, IN_PLACE, OUT)
 #define OPENREG_UNARY_OPERATOR(NAME) \
   OPENREG_STUB_OPERATOR(NAME, structured_##NAME##_out, true, "aten::" #NAME, "aten::" #NAME "_", "aten::" #NAME ".out")
 
@@ -63,8 +70,15 @@ OPENREG_STUB_OPERATOR(lerp_scalar, structured_lerp_Scalar, true, "aten::lerp.Sca
                       "aten::lerp.Scalar_out")
 OPENREG_STUB_OPERATOR(lerp_tensor, structured_lerp_Tensor, true, "aten::lerp.Tensor", "aten::lerp_.Tensor",
                       "aten::lerp.Tensor_out")
+// Operators whose stub openreg fills (DeviceStubKernels.cpp): a binary one
+// with a scalar operand and an activation.
+OPENREG_OPERATOR(clamp_min, structured_clamp_min_out, true, true, "aten::clamp_min", "aten::clamp_min_",
+                 "aten::clamp_min.out")
+OPENREG_OPERATOR(leaky_relu, structured_leaky_relu_out, true, true, "aten::leaky_relu", "aten::leaky_relu_",
+                 "aten::leaky_relu.out")
 #undef OPENREG_UNARY_OPERATOR
 #undef OPENREG_STUB_OPERATOR
+#undef OPENREG_OPERATOR
 
 // One call of operator `Op` on the device of `call`, whose device checks are
 // done. `out` is the out= tensor, `self` for in-place, undefined for
@@ -81,6 +95,13 @@ c10::MaybeOwned<at::Tensor> run_stub(
   StructuredKernel<Op, /*HostOutput=*/false> direct(out);
   direct.meta(self, rest...);
   if (direct.direct()) {
+    if constexpr (Op::device_stub) {
+      // impl() calls openreg's kernel of the stub, which reaches device
+      // memory itself (and, as the CPU's, refuses dtypes it has no loop for,
+      // also for empty tensors).
+      direct.impl(self, rest..., direct.output());
+      return direct.take_result();
+    }
     // Nothing to compute or write: skip the kernel, whose CPU loop may still
     // read an empty broadcast operand as a scalar (mul of half tensors reads
     // operand 2 through a pointer that is not an element of any tensor).
