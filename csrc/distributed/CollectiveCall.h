@@ -2,8 +2,8 @@
 
 #include <exception>
 #include <limits>
-#include <string>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
