@@ -16,7 +16,6 @@
 // structured ones through StubKernels.cpp's table (`device_stub` operators,
 // StubOperators.h), whose impl() calls the stub with the iterator as built,
 // over openreg tensors.
-#include <array>
 
 // Loops.h's loops, instantiated here at -O2, inline TensorIterator's
 // SmallVector growth, where GCC 12 reports a maybe-uninitialized false
@@ -43,24 +42,8 @@ using at::vec::Vectorized;
 // device's current stream, KernelLaunch.h) named after the operator.
 template <typename Loop>
 void on_device_memory(at::TensorIteratorBase& iter, std::string_view op, const Loop& loop) {
-  constexpr int kMaxOperands = 3;  // an output and two inputs
-  TORCH_INTERNAL_ASSERT(iter.ntensors() <= kMaxOperands);
-  std::array<const at::TensorBase*, kMaxOperands> tensors{};
-  std::array<int, kMaxOperands> indices{};
-  std::array<void*, kMaxOperands> host{};
-  size_t count = 0;
-  for (int i = 0; i < iter.ntensors(); ++i) {
-    if (iter.tensor_base(i).is_privateuseone()) {
-      tensors[count] = &iter.tensor_base(i);
-      indices[count++] = i;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(count > 0, "openreg ", op, ": a stub kernel without openreg operands");
-  HostAddresses addresses(tensors[0]->device(), op);
-  addresses.addresses({tensors.data(), count}, host.data());
-  for (size_t k = 0; k < count; ++k) {
-    iter.unsafe_replace_operand(indices[k], host[k]);
-  }
+  HostAddresses addresses(iter.device(), op);
+  addresses.point_at_host(iter);
   loop();
 }
 

@@ -543,6 +543,25 @@ void HostAddresses::begin(size_t open, const size_t* sizes, size_t count) {
   }
 }
 
+void HostAddresses::point_at_host(at::TensorIteratorBase& iter) {
+  constexpr int kMaxOperands = 4;  // addcmul's output and three inputs
+  TORCH_INTERNAL_ASSERT(iter.ntensors() <= kMaxOperands);
+  std::array<const at::TensorBase*, kMaxOperands> tensors{};
+  std::array<int, kMaxOperands> indices{};
+  std::array<void*, kMaxOperands> host{};
+  size_t count = 0;
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    if (iter.tensor_base(i).is_privateuseone()) {
+      tensors[count] = &iter.tensor_base(i);
+      indices[count++] = i;
+    }
+  }
+  addresses({tensors.data(), count}, host.data());
+  for (size_t k = 0; k < count; ++k) {
+    iter.unsafe_replace_operand(indices[k], host[k]);
+  }
+}
+
 void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
   if (device_bases_.empty() && device_tensors.size() <= kLinearSearch) {
     // A kernel's operands, none open yet: each storage is opened once per

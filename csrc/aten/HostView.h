@@ -3,6 +3,7 @@
 #include <optional>
 #include <string_view>
 
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/QuantizerBase.h>
 #include <c10/util/SmallVector.h>
@@ -200,6 +201,10 @@ class HostAddresses {
   // atomic update.
   void addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host);
   void* address(const at::TensorBase& device_tensor);
+  // Points every openreg operand of `iter` at the host view of its memory
+  // (TensorIteratorBase::unsafe_replace_operand), so that a CPU loop run on
+  // the iterator reads and writes device memory through host access.
+  void point_at_host(at::TensorIteratorBase& iter);
   // Opens the storages of every openreg tensor of `lists` with one batched
   // call, ahead of the addresses() calls that then find them open: a foreach
   // kernel's whole argument lists (ForeachKernels.cpp).

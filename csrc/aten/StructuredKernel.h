@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <type_traits>
 
 #include <ATen/EmptyTensor.h>
@@ -114,24 +113,12 @@ class StructuredKernel final : public Op::Native {
   // path depends on libtorch's CPU-capability build macros, see
   // docs/operators.md).
   void point_operands_at_host(HostAddresses& addresses) {
-    constexpr int kMaxOperands = 4;  // addcmul's output and three inputs
-    TORCH_INTERNAL_ASSERT(this->ntensors() <= kMaxOperands);
-    std::array<const at::TensorBase*, kMaxOperands> tensors;
-    std::array<int, kMaxOperands> indices;
-    size_t count = 0;
+    addresses.point_at_host(*this);
     for (int i = 0; i < this->ntensors(); ++i) {
-      if (this->tensor_base(i).is_privateuseone()) {
-        tensors[count] = &this->tensor_base(i);
-        indices[count++] = i;
-      } else if (this->dtype(i) != this->common_dtype()) {
+      if (!this->tensor_base(i).is_privateuseone() && this->dtype(i) != this->common_dtype()) {
         cast_cpu_scalar(i);
       }
       this->operands_[i].device = c10::Device(c10::kCPU);
-    }
-    std::array<void*, kMaxOperands> host;
-    addresses.addresses({tensors.data(), count}, host.data());
-    for (size_t k = 0; k < count; ++k) {
-      this->unsafe_replace_operand(indices[k], host[k]);
     }
   }
 
