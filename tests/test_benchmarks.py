@@ -24,9 +24,11 @@ CASES = {
     "compile_time": {"cold", "warm"},
     "optimizer": {"sgd", "sgd_foreach", "adam", "adam_foreach"},
     "training_alone": {"mlp", "cnn"},
+    "amp_alone": {"mlp_bf16"},
+    "compiled_alone": {"mlp", "cnn"},
 }
 # Compilation is measured under the default setting only.
-DEFAULT_SETTING_ONLY = {"compiled", "compile_time"}
+DEFAULT_SETTING_ONLY = {"compiled", "compile_time", "compiled_alone"}
 
 
 @pytest.mark.slow
@@ -106,3 +108,31 @@ def test_case_measured_in_several_processes_reports_the_median_process(tmp_path)
     proc = subprocess.run([sys.executable, RUN, "--from", str(saved)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "several processes" in proc.stdout and "1. MLP step" in proc.stdout and "1.30x, 0.90x, 1.10x" in proc.stdout
+
+
+def test_saved_reports_compared_case_by_case(tmp_path):
+    """`--against` prints each ratio beside an earlier report's, naming the cases that got slower or faster (the
+    copies' ratios are bandwidths: a lower one is slower)."""
+    def case(description, ratio):
+        return {"description": description, "openreg_s": ratio * 1e-6, "cpu_s": 1e-6, "ratio": ratio,
+                "repetition_ratios": [ratio], "fallback_ops": {}}
+
+    def report(add, atan2, h2d):
+        saved = saved_report({"add": case("add (stub kernel)", add), "atan2": case("atan2 (fallback)", atan2)})
+        saved["results"]["protection_on"]["copies"] = {"h2d": case("host->device", h2d)}
+        saved["load_average_before"] = [0.5, 0.5, 0.5]
+        return saved
+
+    then, now = tmp_path / "then.json", tmp_path / "now.json"
+    then.write_text(json.dumps(report(add=1.0, atan2=1.4, h2d=1.0)))
+    now.write_text(json.dumps(report(add=1.3, atan2=1.41, h2d=0.8)))
+    proc = subprocess.run([sys.executable, RUN, "--from", str(now), "--against", str(then)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    comparison = proc.stdout.split("against the last saved run", 1)[1].splitlines()
+    [add] = [line for line in comparison if "add (stub kernel)" in line]
+    [atan2] = [line for line in comparison if "atan2 (fallback)" in line]
+    [h2d] = [line for line in comparison if "host->device" in line]
+    assert add.split()[-3:] == ["1.00x", "1.30x", "slower"]
+    assert atan2.split()[-2:] == ["1.40x", "1.41x"]
+    assert h2d.split()[-3:] == ["1.00x", "0.80x", "slower"]

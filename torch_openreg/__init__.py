@@ -95,3 +95,7 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     from . import _distributed
 
     _distributed.register()
+
+    from . import _backward_thread
+
+    _backward_thread.install()
