@@ -3,8 +3,9 @@ process, interleaved, under each setting, against the project's targets.
 
 Cases (built by cases.py): small operators, large operators, training steps, allocation churn,
 copy bandwidth, the import time of the backend, two ranks' all_reduce and DDP step
-(benchmarks/distributed.py, launched with torchrun), and torch.compile (compiled
-training steps, cold and warm compile times). Each group runs in child processes
+(benchmarks/distributed.py, launched with torchrun), torch.compile (compiled
+training steps, cold and warm compile times), and, where timm or transformers is
+installed, a library's tests in fresh processes (benchmarks/library_suite.py). Each group runs in child processes
 of its own, which also time the CPU, under each setting (read once per process):
 memory protection on (the default) and off, and the copying fallback
 (OPENREG_FALLBACK_MODE=copy) for the cases that reach the fallback. The table
@@ -32,6 +33,7 @@ import tempfile
 import time
 
 from cases import BUILDERS, copy_bytes  # benchmarks/cases.py, beside this script
+import library_suite  # benchmarks/library_suite.py, beside this script
 
 GROUPS = {
     "small": "1. small operators (16 elements)",
@@ -50,6 +52,7 @@ GROUPS = {
     "training_alone": "14. training step, each device in a process of its own (the CPU's runs no openreg kernel)",
     "amp_alone": "15. bfloat16 autocast training step, each device in a process of its own",
     "compiled_alone": "16. torch.compile training step, each device in a process of its own",
+    "library_suite": "17. a library's tests, each in a fresh process (timm, transformers: the optional extra)",
 }
 # Groups measured from the builder of another group, each device in child processes of its own: no CPU repetition
 # shares a process with openreg's autograd device thread and its OpenMP team (see docs/performance.md).
@@ -85,6 +88,7 @@ TARGETS = {
     "training_alone": [("<=", 1.10, "")],
     "amp_alone": [("<=", 1.10, "")],
     "compiled_alone": [("<=", 1.10, "")],
+    "library_suite": [("<=", 1.10, "")],
 }
 # (group, case) -> targets of a case that differs from its group's.
 CASE_TARGETS = {
@@ -476,6 +480,7 @@ def main():
             if setting == DEFAULT_SETTING or group not in DEFAULT_SETTING_ONLY:
                 results[setting][group] = alone_results(setting, group, args.quick)
         results[setting].update(distributed_results(setting, args.quick))
+    results[DEFAULT_SETTING].update(library_suite.measure(args.quick, dict(os.environ, **SETTINGS[DEFAULT_SETTING])))
     results["copy_fallback"] = measure_groups("copy_fallback", fallback_cases(results[DEFAULT_SETTING]), args.quick)[0]
     seconds = time.perf_counter() - start
     load_after = os.getloadavg()
