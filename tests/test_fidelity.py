@@ -209,9 +209,10 @@ def test_dropout_forward_and_backward_match_cpu(layout, p):
     assert_same(grad, expected_grad)
 
 
-def test_native_dropout_backward_matches_cpu():
-    x = torch.randn(17, 2, 64).transpose(0, 1)
-    grad = torch.randn(2, 64, 17).transpose(1, 2)
+@pytest.mark.parametrize("dtype", DROPOUT_DTYPES, ids=str)
+def test_native_dropout_backward_matches_cpu(dtype):
+    x = torch.randn(17, 2, 64).transpose(0, 1).to(dtype)
+    grad = torch.randn(2, 64, 17).transpose(1, 2).to(dtype)
     (_, expected_mask), (_, mask) = same_draw(lambda t: torch.native_dropout(t, 0.2, True), x)
     expected = torch.ops.aten.native_dropout_backward(grad, expected_mask, 1 / 0.8)
     assert_same(torch.ops.aten.native_dropout_backward(grad.to(DEVICE), mask, 1 / 0.8), expected)
