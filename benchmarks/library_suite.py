@@ -104,20 +104,21 @@ def measure(quick, env=None):
     """{"library_suite": {case: result}} for every installed library's tests, in run.py's result format, or {}."""
     import run  # benchmarks/run.py, beside this script
 
-    tests = [test for test in TESTS if available(library_of(test))]
+    libraries = {library: available(library) for library in {library_of(test) for test in TESTS}}  # one probe each
+    tests = [test for test in TESTS if libraries[library_of(test)]]
     if not tests:
         return {}
-    medians = {}
+    measured = {}
     for test in tests:
         samples = {"openreg": [], "cpu": []}
         for _ in range(PROCESSES[1 if quick else 0]):
             for device in samples:
                 samples[device].append(one_process(test, device, env))
-        medians[test] = samples
+        measured[test] = samples
     cases = {test.replace("/", "_"): run.case_result("library_suite", f"{test}: build, to(device), 2 AdamW steps",
                                                      samples["openreg"], samples["cpu"], {})
-             for test, samples in medians.items()}
-    totals = {device: sum(statistics.median(samples[device]) for samples in medians.values())
+             for test, samples in measured.items()}
+    totals = {device: sum(statistics.median(samples[device]) for samples in measured.values())
               for device in ("openreg", "cpu")}
     cases["total"] = run.case_result("library_suite", f"all {len(tests)} tests (sum of the medians)",
                                      [totals["openreg"]], [totals["cpu"]], {})
