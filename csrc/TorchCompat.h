@@ -16,3 +16,8 @@ static_assert(OPENREG_TORCH_AT_LEAST(2, 13) && !OPENREG_TORCH_AT_LEAST(2, 16),
 // 2.14: the caching allocator's trace gained TraceEntry::ANNOTATE (metadata
 // attached to a live allocation), which snapshots report as "annotate".
 #define OPENREG_TRACE_HAS_ANNOTATE OPENREG_TORCH_AT_LEAST(2, 14)
+
+// 2.14: the CPU's flash attention kernel takes multi-query attention (one
+// key/value head) without enable_gqa; sdp_utils_cpp.h's head-count check
+// gained the template argument `supports_mqa` for it.
+#define OPENREG_CPU_FLASH_TAKES_MQA OPENREG_TORCH_AT_LEAST(2, 14)

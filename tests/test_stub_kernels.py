@@ -3,9 +3,7 @@ functional, in-place and `.out` overloads are openreg kernels that run
 libtorch's structured impl, which calls the CPU kernel of the stub on device
 memory, so they never use the CPU fallback, and they equal the CPU bit for bit
 (same CPU loops on the same memory), on the direct path (operands in the
-common dtype, CPU scalars) as on the host path (casts). Attention asks the
-device's _fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH) for a
-backend and gets the CPU's answer."""
+common dtype, CPU scalars) as on the host path (casts)."""
 import pathlib
 import struct
 
@@ -273,28 +271,6 @@ def test_stub_operators_never_use_the_fallback():
               "add", "sub", "mul", "div", "eq", "sum"}
     used = {name.split("::")[1].split(".")[0].rstrip("_") for name in stats}
     assert not used & served, stats
-
-
-def test_attention_takes_the_cpus_backend_choice():
-    q, k, v = (make_cpu((2, 4, 8, 16), torch.float32, seed=s) for s in (1, 2, 3))
-    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-    torch.openreg.reset_fallback_stats()
-    got = torch.nn.functional.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), is_causal=True)
-    assert_same(got, expected)
-    # The CPU's choice is its flash kernel (the math composite differs in the last bits).
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in torch.openreg.fallback_stats()
-
-
-def test_attention_with_dropout_takes_the_math_backend():
-    q, k, v = (make_cpu((2, 4, 8, 16), torch.float32, seed=s).to(DEV) for s in (1, 2, 3))
-    torch.openreg.reset_fallback_stats()
-    torch.manual_seed(0)
-    got = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    # math's dropout draws from the openreg generator: the same seed, the same mask.
-    torch.manual_seed(0)
-    again = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    assert torch.equal(got.cpu(), again.cpu())
-    assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in torch.openreg.fallback_stats()
 
 
 def _dynamic_symbol_names(library):
