@@ -56,6 +56,8 @@ CASES = {
     "grouped_query": (qkv(kv_heads=2), {"enable_gqa": True}),
     "scale": (qkv(), {"scale": 0.3}),
     "transposed_heads": (tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in qkv()), {}),
+    # math on torch 2.13's CPU, its flash kernel from 2.14 on: openreg follows either way
+    "three_dims": (tuple(t[0] for t in qkv()), {}),
 }
 
 
@@ -64,10 +66,12 @@ def test_fused_kernel_equals_the_cpu_forward_and_backward(case):
     (q, k, v), kwargs = CASES[case]
     expected, cpu_ops = forward_and_backward("cpu", q, k, v, **kwargs)
     actual, device_ops = forward_and_backward(DEVICE, q, k, v, **kwargs)
-    assert "_scaled_dot_product_flash_attention_for_cpu" in cpu_ops
+    # openreg runs its fused kernel exactly where the CPU runs its flash kernel.
     fused = {"_scaled_dot_product_fused_attention_overrideable",
              "_scaled_dot_product_fused_attention_overrideable_backward"}
-    assert {name for name in device_ops if "attention" in name} == fused, device_ops
+    cpu_ran_flash = "_scaled_dot_product_flash_attention_for_cpu" in cpu_ops
+    assert cpu_ran_flash or case == "three_dims"
+    assert {name for name in device_ops if "attention" in name} == (fused if cpu_ran_flash else set()), device_ops
     for got, want in zip(actual, expected):
         assert_same(got, want)
 

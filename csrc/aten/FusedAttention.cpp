@@ -57,9 +57,11 @@ std::optional<at::Tensor> present(const at::Tensor& tensor) {
 }
 
 // The gates of the CPU's flash kernel (sdp_utils_cpp.cpp's
-// use_flash_attention_cpp), minus its "flash enabled" switch, which is the
-// CPU's: the user's switch for this kernel is the overrideable one.
-bool cpu_flash_kernel_takes(const sdp::sdp_params& params) {
+// use_flash_attention_cpp, not exported) from the header's inline checks, for
+// when the user switched flash off and the CPU cannot be asked. They follow
+// the release's list for 4-d inputs (2.14 also sends 3-d inputs to the flash
+// kernel, which this list does not know).
+bool cpu_flash_gates_pass(const sdp::sdp_params& params) {
   constexpr bool debug = false;
   constexpr std::array<at::ScalarType, 4> flash_dtypes{at::kFloat, at::kDouble, at::kBFloat16, at::kHalf};
   const bool same_head_dim = params.query.sym_size(-1) == params.key.sym_size(-1) &&
@@ -86,14 +88,24 @@ int64_t fused_sdp_choice(
     bool is_causal,
     std::optional<double> scale,
     bool enable_gqa) {
-  const sdp::sdp_params params{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
-  if (at::globalContext().userEnabledOverrideableSDP() && cpu_flash_kernel_takes(params)) {
-    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  constexpr auto overrideable = static_cast<int64_t>(at::SDPBackend::overrideable);
+  // What the CPU runs for these inputs under the user's switches (raises, as
+  // on the CPU, when nothing enabled fits).
+  const auto cpu_choice = [&] {
+    return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  };
+  const auto& context = at::globalContext();
+  if (!context.userEnabledOverrideableSDP()) {
+    return cpu_choice();  // math, or the CPU's flash kernel through the fallback
   }
-  // What the CPU runs for these inputs under the user's switches: math, or
-  // the CPU's flash kernel (through the fallback) when the user allowed flash
-  // but not overrideable. Raises, as on the CPU, when nothing is allowed.
-  return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  if (context.userEnabledFlashSDP()) {
+    // The CPU's own gates, exact for every release: where it would run its
+    // flash kernel, openreg runs the same kernel as its fused one.
+    const int64_t choice = cpu_choice();
+    return choice == static_cast<int64_t>(at::SDPBackend::flash_attention) ? overrideable : choice;
+  }
+  const sdp::sdp_params params{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
+  return cpu_flash_gates_pass(params) ? overrideable : cpu_choice();
 }
 
 using AttentionOutputs = std::
