@@ -389,7 +389,8 @@ def test_direct_path_operands_sharing_memory_equal_cpu_and_release_it():
 
 # Operators whose DispatchStub openreg fills itself (REGISTER_PRIVATEUSE1_DISPATCH, DeviceStubKernels.cpp): ATen's
 # own implementation builds the iterator over the openreg tensors and calls openreg's kernel, CPU loops compiled
-# into the extension running on device memory. A unary operator, one with a scalar operand, an activation.
+# into the extension running on device memory. A unary operator, one with a scalar operand, an activation (a
+# reduction below).
 DEVICE_STUB = {
     "abs": (lambda t, **kw: torch.abs(t, **kw), lambda t: t.abs_()),
     "clamp_min": (lambda t, **kw: torch.clamp_min(t, -0.5, **kw), lambda t: t.clamp_min_(-0.5)),
@@ -432,6 +433,66 @@ def test_device_stub_operators_are_openreg_kernels_not_the_fallback(name):
     x = make_cpu((4, 5), torch.float32, seed=1).to(DEV)
     torch.openreg.reset_fallback_stats()
     functional(x), in_place(x.clone()), functional(x, out=torch.empty(0, device=DEV))
+    assert torch.openreg.fallback_stats() == {}
+
+
+# A reduction whose stub openreg fills: argmax / argmin (argmax_stub, argmin_stub). dims: None (the whole
+# tensor), a dimension, a dimension kept.
+INDEX_REDUCTIONS = {"argmax": torch.argmax, "argmin": torch.argmin}
+REDUCTION_DIMS = [{}, {"dim": 0}, {"dim": 1, "keepdim": True}]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(INDEX_REDUCTIONS))
+def test_index_reduction_stub_kernels_equal_cpu(name, dtype):
+    """Functional and out= results the CPU's, on contiguous, transposed and
+    strided inputs with NaNs and ties; an unsupported dtype (bool, complex)
+    and an empty whole-tensor reduction raise as on the CPU."""
+    reduce = INDEX_REDUCTIONS[name]
+    x = make_cpu((9, 7), dtype, seed=6)
+    if dtype.is_floating_point:
+        x[3, 2] = float("nan")
+    for kwargs in REDUCTION_DIMS:
+        for view in (None, lambda t: t.t(), lambda t: t[:, ::2]):
+            check_against_cpu(reduce, [x], view=view, **kwargs)
+    empty = make_cpu((0, 3), dtype)
+    for kwargs in ({}, {"dim": 1}):  # the whole of an empty tensor raises IndexError
+        try:
+            expected = reduce(empty, **kwargs)
+        except (RuntimeError, IndexError) as error:
+            with pytest.raises(type(error)):
+                reduce(empty.to(DEV), **kwargs)
+            continue
+        assert_same(reduce(empty.to(DEV), **kwargs), expected)
+    expected = cpu_result(lambda: reduce(x, dim=1))
+    if isinstance(expected, type):
+        return
+    out = torch.empty(0, dtype=torch.long, device=DEV)  # resized as on the CPU
+    assert reduce(x.to(DEV), dim=1, out=out) is out
+    assert_same(out, expected)
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_REDUCTIONS))
+def test_index_reductions_across_threads_equal_cpu(name):
+    """Large enough that ATen's loop splits the reduction across threads
+    (whole tensor) and the outputs across threads (one dimension), with a
+    NaN and with ties between the threads' parts."""
+    reduce = INDEX_REDUCTIONS[name]
+    x = make_cpu((300_000,), torch.float32, seed=3)
+    x[123_456] = float("nan")
+    check_against_cpu(reduce, [x])
+    check_against_cpu(reduce, [torch.arange(200_000) % 3], view=lambda t: t.float())
+    check_against_cpu(reduce, [make_cpu((64, 4096), torch.float32, seed=4)], dim=1)
+    check_against_cpu(reduce, [make_cpu((64, 4096), torch.float32, seed=4)], dim=0)
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_REDUCTIONS))
+def test_index_reductions_are_openreg_kernels_not_the_fallback(name):
+    for op in (f"aten::{name}", f"aten::{name}.out"):
+        assert_openreg_kernel(op)
+    x = make_cpu((4, 5), torch.float32, seed=1).to(DEV)
+    torch.openreg.reset_fallback_stats()
+    INDEX_REDUCTIONS[name](x), INDEX_REDUCTIONS[name](x, dim=0, out=torch.empty(0, dtype=torch.long, device=DEV))
     assert torch.openreg.fallback_stats() == {}
 
 

@@ -1,8 +1,9 @@
 // The DispatchStub way to provide an operator, as PyTorch's guide for new
 // accelerators teaches it: ATen implements a TensorIterator operator once
-// (abs_out, the structured clamp_min and leaky_relu kernels), building an
-// iterator and calling a per-device stub (abs_stub, clamp_min_scalar_stub,
-// leaky_relu_stub) for the iterator's device type; a backend fills the stub's
+// (abs_out, the structured clamp_min, leaky_relu, argmax and argmin kernels),
+// building an iterator and calling a per-device stub (abs_stub,
+// clamp_min_scalar_stub, leaky_relu_stub, argmax_stub, argmin_stub) for the
+// iterator's device type; a backend fills the stub's
 // PrivateUse1 slot with REGISTER_PRIVATEUSE1_DISPATCH and writes the kernel
 // over TensorIteratorBase. These kernels are openreg's "device code": ATen's
 // CPU loop helpers (cpu_kernel_vec, Loops.h), compiled into this extension,
@@ -12,8 +13,9 @@
 // the CPU's (tests/test_stub_kernels.py).
 //
 // The operators themselves are registered for PrivateUse1 so that ATen's
-// implementation is reached for openreg tensors: abs.out in Abs.cpp, the
-// structured ones through StubKernels.cpp's table (`device_stub` operators,
+// implementation is reached for openreg tensors: abs.out in Abs.cpp, argmax
+// and argmin in ArgReductions.cpp, the elementwise structured ones through
+// StubKernels.cpp's table (`device_stub` operators,
 // StubOperators.h), whose impl() calls the stub with the iterator as built,
 // over openreg tensors.
 
@@ -26,9 +28,13 @@
 #include <ATen/OpMathType.h>
 #include <ATen/native/Activation.h>
 #include <ATen/native/DispatchStub.h>
+#include <ATen/native/ReduceOps.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/SharedReduceOps.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
 #include <ATen/native/cpu/Loops.h>
+#include <ATen/native/cpu/Reduce.h>
 
 #include "aten/HostView.h"
 
@@ -103,6 +109,32 @@ void leaky_relu_kernel(at::TensorIteratorBase& iter, const c10::Scalar& negative
   });
 }
 
+// Reductions: the index of the largest (smallest) element along the reduced
+// dimensions, the first one on ties, a NaN counting as the extreme (ATen's
+// ArgMaxOps / ArgMinOps, as on the CPU). The loop is ATen's
+// binary_kernel_reduce, whose partial results across threads stay in host
+// memory. (Its vectorized sibling binary_kernel_reduce_vec keeps a full
+// reduction's partials in a buffer allocated on the output's device and
+// written through raw pointers, which a device without host-addressable
+// memory cannot take: reductions through it need a loop of the device's own.)
+template <template <typename> class Ops, bool largest>
+void index_reduction_kernel(at::TensorIterator& iter, std::string_view op) {
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(1), largest ? "argmax_openreg" : "argmin_openreg", [&] {
+    const scalar_t init = largest ? at::native::lower_bound<scalar_t>() : at::native::upper_bound<scalar_t>();
+    on_device_memory(iter, op, [&] {
+      at::native::binary_kernel_reduce(iter, Ops<scalar_t>{}, std::pair<scalar_t, int64_t>(init, 0));
+    });
+  });
+}
+
+void argmax_kernel(at::TensorIterator& iter) {
+  index_reduction_kernel<at::native::ArgMaxOps, true>(iter, "aten::argmax");
+}
+
+void argmin_kernel(at::TensorIterator& iter) {
+  index_reduction_kernel<at::native::ArgMinOps, false>(iter, "aten::argmin");
+}
+
 } // namespace
 } // namespace at::openreg
 
@@ -110,4 +142,6 @@ namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &at::openreg::abs_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(clamp_min_scalar_stub, &at::openreg::clamp_min_scalar_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(leaky_relu_stub, &at::openreg::leaky_relu_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(argmax_stub, &at::openreg::argmax_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(argmin_stub, &at::openreg::argmin_kernel)
 } // namespace at::native
