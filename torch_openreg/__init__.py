@@ -99,3 +99,7 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     from . import _backward_thread
 
     _backward_thread.install()
+
+    from . import _torchvision_autocast
+
+    _torchvision_autocast.register()
