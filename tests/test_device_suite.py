@@ -1,6 +1,8 @@
 """The CI slice of the device-generic suites (``--quick``): OpInfo operators, modules and optimizers."""
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -65,3 +67,23 @@ def test_worker_crash_and_timeout_fail_only_their_case(tmp_path, monkeypatch):
     assert outcome[1][0] == "failed" and "crash: worker killed by SIGSEGV" in outcome[1][1]
     assert outcome[2][0] == "failed" and outcome[2][1].startswith("timeout")
     assert outcome[3][0] == "failed" and "ZeroDivisionError" in outcome[3][1]
+
+
+def test_help_does_not_import_the_suites():
+    """--help answers from the command line's defaults, without the seconds of importing the suites (and
+    torch.testing._internal with them)."""
+    code = (
+        "import sys\n"
+        "from torch_openreg.testing.__main__ import main\n"
+        "try:\n"
+        "    main(['opinfo', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "suites = ['torch.testing._internal.common_methods_invocations', 'torch.testing._internal.opinfo'] + "
+        "[f'torch_openreg.testing.{name}' for name in ('opinfo', 'compile', 'modules', 'optim', 'external')]\n"
+        "print([name for name in suites if name in sys.modules])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--dtypes" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -3,17 +3,20 @@ OptimizerInfo optimizers (optim) run on the device and on the CPU and compared c
 operators through torch.compile on the device against eager CPU; external runs a PyTorch device-generic test file for
 the device; fuzz runs random operator programs on both and compares them bit for bit. Details: docs/testing.md."""
 import argparse
+import importlib
 import itertools
 import sys
 
+from . import defaults, expected, quick, shard
+from .report import Report
 from .requirements import exit_unless_installed
+from .runner import run_jobs
 
-exit_unless_installed()  # before the suites import torch.testing._internal
 
-from . import compile as compile_suite  # noqa: E402
-from . import expected, external, fuzz_campaign, fuzz_known, modules, opinfo, optim, quick, shard  # noqa: E402
-from .report import Report  # noqa: E402
-from .runner import run_jobs  # noqa: E402
+def _suite(name):
+    """A suite's module, imported when a command runs (they import torch.testing._internal, seconds)."""
+    exit_unless_installed()
+    return importlib.import_module(f".{name}", __package__)
 
 
 def _dtype_list(text):
@@ -37,16 +40,16 @@ def _parser():
         command.add_argument("-v", "--verbose", action="store_true", help="print every case, not only failures")
         return command
 
-    ops = suite_command("opinfo", "op_db operators against the CPU", "--ops", opinfo.DEFAULT_DTYPES)
+    ops = suite_command("opinfo", "op_db operators against the CPU", "--ops", defaults.OPINFO_DTYPES)
     ops.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
     compiled = suite_command("compile", "op_db operators through torch.compile against eager CPU", "--ops",
-                             compile_suite.DEFAULT_DTYPES)
+                             defaults.COMPILE_DTYPES)
     compiled.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
-    compiled.add_argument("--backend", type=_compile_backend, default=compile_suite.DEFAULT_BACKEND,
-                          help=f"torch.compile backend for the device (default {compile_suite.DEFAULT_BACKEND}; "
+    compiled.add_argument("--backend", type=_compile_backend, default=defaults.COMPILE_BACKEND,
+                          help=f"torch.compile backend for the device (default {defaults.COMPILE_BACKEND}; "
                           "the CPU always uses inductor)")
-    suite_command("modules", "module_db modules against the CPU", "--modules", modules.DEFAULT_DTYPES)
-    suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", optim.DEFAULT_DTYPES)
+    suite_command("modules", "module_db modules against the CPU", "--modules", defaults.MODULE_DTYPES)
+    suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", defaults.OPTIMIZER_DTYPES)
 
     ext = commands.add_parser("external", help="a PyTorch device-generic test file, for openreg only")
     ext.add_argument("path", help="test file (or directory) using instantiate_device_type_tests")
@@ -77,8 +80,9 @@ def _compile_backend(name):
 
 
 def _fuzz(args):
+    fuzz_campaign = _suite("fuzz_campaign")
     seeds = itertools.count(args.seed) if args.programs is None else range(args.seed, args.seed + args.programs)
-    exclusions = () if args.include_known else fuzz_known.KNOWN_DIVERGENCES
+    exclusions = () if args.include_known else _suite("fuzz_known").KNOWN_DIVERGENCES
     if args.verbose:
         seeds = _announced(seeds)
 
@@ -98,27 +102,30 @@ def _announced(seeds):
 
 def _jobs(args):
     if args.command == "opinfo":
+        opinfo = _suite("opinfo")
         names = quick.OPS if args.quick else None
         dtypes = quick.OP_DTYPES if args.quick else args.dtypes
         max_samples = quick.MAX_SAMPLES if args.quick else args.max_samples
         return opinfo.list_jobs(args.filter, dtypes, max_samples, names)
     if args.command == "compile":
+        compile_suite = _suite("compile")
         if args.quick:
             return compile_suite.list_jobs(args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS,
                                            args.backend)
         return compile_suite.list_jobs(args.filter, args.dtypes, args.max_samples, backend=args.backend)
     if args.command == "modules":
+        modules = _suite("modules")
         if args.quick:
             return modules.list_jobs(args.filter, quick.MODULE_DTYPES, quick.MODULES, quick.MAX_MODULE_INPUTS)
         return modules.list_jobs(args.filter, args.dtypes)
-    return optim.list_jobs(args.filter, args.dtypes, quick.OPTIMIZERS if args.quick else None)
+    return _suite("optim").list_jobs(args.filter, args.dtypes, quick.OPTIMIZERS if args.quick else None)
 
 
 def main(argv=None):
     parser = _parser()
     args, pytest_args = parser.parse_known_args(argv)
     if args.command == "external":
-        return external.run(args.path, args.keyword, args.shard, pytest_args, args.bypass_device_restrictions)
+        return _suite("external").run(args.path, args.keyword, args.shard, pytest_args, args.bypass_device_restrictions)
     if pytest_args:
         parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
     if args.command == "fuzz":
@@ -136,6 +143,7 @@ def main(argv=None):
     print(f"{args.command}: {len(jobs)} jobs", flush=True)
     run_jobs(jobs, args.timeout, record)
     if args.command == "compile":
+        compile_suite = _suite("compile")
         report.summary = compile_suite.pair_summary(report.groups)
         print(compile_suite.summary_line(report.summary))
     return 0 if report.close() else 1

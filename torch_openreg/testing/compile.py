@@ -37,16 +37,15 @@ from torch.testing._comparison import default_tolerances
 from torch.testing._internal.common_device_type import toleranceOverride
 from torch.testing._internal.opinfo.core import DecorateInfo
 
-from . import opinfo
+from . import defaults, opinfo
 from .checks import SkipCase, outcome, same_outcome
 from .compare import assert_matches
 from .placement import DEVICE, devices_in
 from .worker import describe
 
-# Inductor's own OpInfo test compiles the function variant at these dtypes (bfloat16 is "not tested" there).
-DEFAULT_DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
+DEFAULT_DTYPES = defaults.COMPILE_DTYPES
 INDUCTOR_FLOAT32_TOLERANCES = {"rtol": 1.3e-5, "atol": 1.5e-5}
-DEFAULT_BACKEND = "inductor"
+DEFAULT_BACKEND = defaults.COMPILE_BACKEND
 CPU_DIFFERS = "compiled CPU differs from eager CPU (not counted; openreg agrees with compiled CPU)"
 
 

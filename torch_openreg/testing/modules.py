@@ -14,11 +14,12 @@ import re
 
 import torch
 
+from . import defaults
 from .checks import SkipCase, expect_same_outcome
 from .compare import assert_matches
 from .placement import DEVICE, tensors_in, to_device
 
-DEFAULT_DTYPES = ("float32", "float64")
+DEFAULT_DTYPES = defaults.MODULE_DTYPES
 MODES = ("train", "eval")
 SEED = 0
 

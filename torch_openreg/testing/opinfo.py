@@ -23,11 +23,12 @@ import torch
 
 from torch.testing._internal.opinfo.core import BinaryUfuncInfo, ShapeFuncInfo, UnaryUfuncInfo
 
+from . import defaults
 from .checks import SkipCase, expect_same_outcome
 from .compare import assert_matches
 from .placement import DEVICE, devices_in, place_like, tensors_in, to_device
 
-DEFAULT_DTYPES = ("float32", "float64", "int64", "bool", "float16", "bfloat16", "complex64")
+DEFAULT_DTYPES = defaults.OPINFO_DTYPES
 GRAD_DTYPES = (torch.float32, torch.float64)
 # Operators whose result is uninitialized memory: only dtype, shape and device compare.
 UNINITIALIZED_RESULT = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}

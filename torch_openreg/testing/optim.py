@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils._pytree import tree_map
 
+from . import defaults
 from .checks import expect_same_outcome
 from .compare import assert_matches
 from .placement import DEVICE
 
-DEFAULT_DTYPES = ("float32",)
+DEFAULT_DTYPES = defaults.OPTIMIZER_DTYPES
 STEPS = 3
 SEED = 0
 
