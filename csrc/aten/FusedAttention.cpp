@@ -9,10 +9,10 @@
 // fallback kernels, laid out as their meta functions say.
 //
 // openreg's fused kernel is the CPU's flash attention kernel run on host
-// views, so it takes exactly the inputs the CPU's flash kernel takes, and the
-// choice is overrideable for those (when the user left the backend enabled)
-// and the CPU's own answer otherwise: math for dropout, 3-d inputs, a mask
-// that requires grad, ..., so every result is the CPU's bit for bit.
+// views, so the choice is overrideable exactly where the CPU would run that
+// kernel (when the user left the backend enabled), and the CPU's own answer
+// otherwise (math for dropout, a mask that requires grad, ...): every result
+// is the CPU's bit for bit.
 #include <array>
 
 #include <ATen/Context.h>
