@@ -370,3 +370,23 @@ def test_backend_metadata_reaches_fake_tensors_and_compile_backends():
     torch._dynamo.reset()
     assert_same(torch.compile(lambda x: x * 2, backend=backend)(t), make_cpu((3, 3)) * 2)
     assert seen == [{"format_number": True}]
+
+
+def test_backend_metadata_reaches_fake_tensors_made_from_functionalized_tensors():
+    """AOTAutograd fakeifies functionalized inputs; their wrapper has no
+    BackendMeta of its own, the entries come from the tensor inside."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    t = make_cpu((3, 3)).to(DEVICE)
+    torch._utils.set_tensor_metadata(t, {"format_number": True, "version_number": False})
+    with FunctionalTensorMode():
+        wrapped = FunctionalTensor.to_functional(t)
+        assert torch._utils.get_tensor_metadata(wrapped) == {}
+        with FakeTensorMode() as mode:
+            fake = mode.from_tensor(wrapped)
+    assert torch._utils.get_tensor_metadata(fake) == {"format_number": True, "version_number": False}
+    plain = torch._to_functional_tensor(t)  # the C++ wrapper alone, as functionalize() makes it
+    with FakeTensorMode() as mode:
+        assert torch._utils.get_tensor_metadata(mode.from_tensor(plain)) == {"format_number": True,
+                                                                              "version_number": False}
