@@ -71,6 +71,13 @@ def _register_submodules(package) -> None:
             sys.modules[f"torch.{_BACKEND}.{name[len(prefix):]}"] = module
 
 
+def _register_with_lightning() -> None:
+    """Lightning's accelerator "openreg" (see _lightning.py), once lightning.pytorch is imported."""
+    from . import _lightning
+
+    _lightning.register()
+
+
 if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     # Loading the extension registers the hooks, guard, allocator and kernels.
     from . import _C  # noqa: F401
@@ -103,3 +110,7 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     from . import _torchvision_autocast
 
     _torchvision_autocast.register()
+
+    from ._after_import import after_import
+
+    after_import("lightning.pytorch", _register_with_lightning)

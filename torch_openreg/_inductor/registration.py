@@ -25,7 +25,7 @@ that needs it has been imported:
 
 Only this module is imported with the package; it imports nothing of torch.
 """
-import sys
+from .._after_import import after_import
 
 _DEVICE = "openreg"
 
@@ -93,38 +93,7 @@ _AFTER_IMPORT = {
 }
 
 
-class _RegisterAfterImport:
-    """A ``sys.meta_path`` finder that finds nothing itself: for the modules
-    of ``_AFTER_IMPORT`` it lets the other finders find the module and makes
-    its loader run the registration once the module has executed."""
-
-    def find_spec(self, fullname, path, target=None):
-        register = _AFTER_IMPORT.get(fullname)
-        if register is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        # The loader object belongs to this one module: wrapping its
-        # exec_module changes nothing for any other module.
-        exec_module = spec.loader.exec_module
-
-        def exec_then_register(module):
-            exec_module(module)
-            register()
-
-        spec.loader.exec_module = exec_then_register
-        return spec
-
-
 def install() -> None:
     """Registers now with what is already imported, and later with the rest."""
     for name, register in _AFTER_IMPORT.items():
-        if name in sys.modules:
-            register()
-    sys.meta_path.insert(0, _RegisterAfterImport())
+        after_import(name, register)
