@@ -17,8 +17,7 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/flat_hash_map.h>
 
-#include "runtime/OpenRegAllocatorMutex.h"
-#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/caching/OpenRegDeviceCache.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGuard.h"
@@ -152,7 +151,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   // Live blocks by address, sharded so that threads freeing unrelated
   // tensors rarely contend.
   struct Shard {
-    AllocatorMutex mutex;
+    std::mutex mutex;
     ska::flat_hash_map<void*, Block*> blocks;
   };
   static constexpr size_t kShards = 16;
@@ -163,20 +162,20 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   void remember(Block* block) {
     Shard& s = shard(block->ptr);
-    std::lock_guard<AllocatorMutex> lock(s.mutex);
+    std::lock_guard<std::mutex> lock(s.mutex);
     s.blocks.emplace(block->ptr, block);
   }
 
   Block* lookup(void* ptr) {
     Shard& s = shard(ptr);
-    std::lock_guard<AllocatorMutex> lock(s.mutex);
+    std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.blocks.find(ptr);
     return it == s.blocks.end() ? nullptr : it->second;
   }
 
   Block* forget(void* ptr) {
     Shard& s = shard(ptr);
-    std::lock_guard<AllocatorMutex> lock(s.mutex);
+    std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.blocks.find(ptr);
     if (it == s.blocks.end()) {
       return nullptr;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/caching/OpenRegDeviceCache.h"
 #include "runtime/OpenRegPluggableAllocator.h"
 
 namespace c10::openreg {
@@ -61,7 +61,7 @@ int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {
 }
 
 void DeviceCache::retain_pool(c10::MempoolId_t id, bool no_split) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   auto& pool = private_pools_[id];
   if (pool == nullptr) {
     pool = std::make_unique<PrivatePool>(id, no_split);
@@ -72,7 +72,7 @@ void DeviceCache::retain_pool(c10::MempoolId_t id, bool no_split) {
 // The last holder gone, the pool's cached segments return to the runtime;
 // segments still in use follow as their blocks are freed.
 void DeviceCache::release_pool(c10::MempoolId_t id) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   auto it = private_pools_.find(id);
   TORCH_CHECK(
       it != private_pools_.end() && it->second->use_count > 0, "openreg: memory pool (", id.first, ", ",
@@ -87,7 +87,7 @@ void DeviceCache::release_pool(c10::MempoolId_t id) {
 }
 
 int DeviceCache::pool_use_count(c10::MempoolId_t id) const {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   auto it = private_pools_.find(id);
   return it == private_pools_.end() ? 0 : it->second->use_count;
 }

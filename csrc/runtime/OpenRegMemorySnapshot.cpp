@@ -1,6 +1,6 @@
 #include "runtime/OpenRegMemorySnapshot.h"
 
-#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/caching/OpenRegDeviceCache.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegPluggableAllocator.h"
 
@@ -27,12 +27,12 @@ MemorySnapshot memorySnapshot() {
 }
 
 void DeviceCache::record_history(const HistoryOptions& options) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   history_.configure(options);
 }
 
 std::vector<TraceEntry> DeviceCache::snapshot(std::vector<SegmentInfo>& segments) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   settle_bins();  // binned blocks show as the merged, inactive blocks they are
   size_t active_bytes = 0;
   for (const auto& [base, head] : segments_) {

@@ -5,7 +5,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
-#include "runtime/OpenRegBlockPool.h"
+#include "runtime/caching/OpenRegBlockPool.h"
 #include "runtime/OpenRegFunctions.h"
 
 // The caching allocator's statistics: c10's DeviceStats, with CUDA's names

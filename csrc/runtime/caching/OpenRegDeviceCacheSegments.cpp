@@ -8,11 +8,11 @@
 
 #include <c10/core/AllocatorConfig.h>
 
-#include "runtime/OpenRegAllocatorSizes.h"
-#include "runtime/OpenRegAllocatorStats.h"
-#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/caching/OpenRegAllocatorSizes.h"
+#include "runtime/caching/OpenRegAllocatorStats.h"
+#include "runtime/caching/OpenRegDeviceCache.h"
 #include "runtime/OpenRegException.h"
-#include "runtime/OpenRegOutOfMemory.h"
+#include "runtime/caching/OpenRegOutOfMemory.h"
 #include "runtime/OpenRegPluggableAllocator.h"
 
 namespace c10::openreg {
@@ -20,7 +20,7 @@ namespace c10::openreg {
 using c10::CachingAllocator::AcceleratorAllocatorConfig;
 
 void DeviceCache::empty_cache(c10::MempoolId_t id) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   synchronize_pending();
   settle_bins();
   if (id == c10::MempoolId_t{0, 0}) {
@@ -37,13 +37,13 @@ void DeviceCache::empty_cache(c10::MempoolId_t id) {
 }
 
 void DeviceCache::set_memory_fraction(double fraction, size_t capacity) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   memory_fraction_ = fraction;
   allowed_bytes_ = static_cast<size_t>(fraction * static_cast<double>(capacity));
 }
 
 double DeviceCache::memory_fraction() const {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   return memory_fraction_;
 }
 

@@ -6,8 +6,8 @@
 
 #include <c10/core/Stream.h>
 
-#include "runtime/OpenRegAllocatorSizes.h"
-#include "runtime/OpenRegBlockPool.h"
+#include "runtime/caching/OpenRegAllocatorSizes.h"
+#include "runtime/caching/OpenRegBlockPool.h"
 
 // The device cache's fast path: freed small blocks wait here, per stream and
 // by exact size, before they are merged with their neighbours and ordered in

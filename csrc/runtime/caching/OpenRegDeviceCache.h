@@ -13,10 +13,9 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 
-#include "runtime/OpenRegAllocatorMutex.h"
-#include "runtime/OpenRegBlockPool.h"
+#include "runtime/caching/OpenRegBlockPool.h"
 #include "runtime/OpenRegMemoryHistory.h"
-#include "runtime/OpenRegSizeBins.h"
+#include "runtime/caching/OpenRegSizeBins.h"
 #include "runtime/OpenRegStream.h"
 
 // The caching allocator of one device, CUDA's DeviceCachingAllocator: freed
@@ -141,7 +140,7 @@ class __attribute__((visibility("hidden"))) DeviceCache {
 
   inline static std::atomic<bool> caching_enabled_{true};
 
-  mutable AllocatorMutex mutex_;
+  mutable std::mutex mutex_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
   const c10::DeviceIndex device_;
   BlockPool small_{true};

@@ -1,11 +1,11 @@
-#include "runtime/OpenRegOutOfMemory.h"
+#include "runtime/caching/OpenRegOutOfMemory.h"
 
 #include <sstream>
 #include <string>
 
 #include <openreg.h>
 
-#include "runtime/OpenRegAllocatorStats.h"
+#include "runtime/caching/OpenRegAllocatorStats.h"
 
 namespace c10::openreg {
 namespace {

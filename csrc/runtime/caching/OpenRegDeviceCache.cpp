@@ -1,9 +1,9 @@
-#include "runtime/OpenRegDeviceCache.h"
+#include "runtime/caching/OpenRegDeviceCache.h"
 
 #include <c10/core/AllocatorConfig.h>
 
-#include "runtime/OpenRegAllocatorSizes.h"
-#include "runtime/OpenRegAllocatorStats.h"
+#include "runtime/caching/OpenRegAllocatorSizes.h"
+#include "runtime/caching/OpenRegAllocatorStats.h"
 #include "runtime/OpenRegMemPool.h"
 
 namespace c10::openreg {
@@ -18,7 +18,7 @@ using c10::CachingDeviceAllocator::DeviceStats;
 Block* DeviceCache::malloc(size_t requested, c10::Stream stream) {
   // Before the lock: gathering a Python stack takes the GIL.
   std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::STATE);
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   process_events();
   const size_t size = round_size(requested);
   BlockPool& pool = select_pool(size);
@@ -71,7 +71,7 @@ Block* DeviceCache::malloc(size_t requested, c10::Stream stream) {
 void DeviceCache::free(Block* block) {
   // Before the lock, as in malloc.
   std::shared_ptr<c10::GatheredContext> context = gather_context(RecordContext::ALL);
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (history_.recording()) {
     history_.record(
         TraceEntry::FREE_REQUESTED,
@@ -115,14 +115,14 @@ void DeviceCache::free(Block* block) {
 }
 
 void DeviceCache::record_stream(Block* block, c10::Stream stream) {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (stream != block->stream) {
     block->stream_uses.insert(stream);
   }
 }
 
 DeviceStats DeviceCache::stats() {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   settle_bins();
   DeviceStats stats = stats_;
   stats.max_split_size = static_cast<int64_t>(AcceleratorAllocatorConfig::max_split_size());
@@ -130,12 +130,12 @@ DeviceStats DeviceCache::stats() {
 }
 
 void DeviceCache::reset_accumulated_stats() {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   openreg::reset_accumulated_stats(stats_);
 }
 
 void DeviceCache::reset_peak_stats() {
-  std::lock_guard<AllocatorMutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   settle_bins();  // peaks drop to the settled current values
   openreg::reset_peak_stats(stats_);
 }

@@ -1,4 +1,4 @@
-#include "runtime/OpenRegAllocatorStats.h"
+#include "runtime/caching/OpenRegAllocatorStats.h"
 
 #include <array>
 
