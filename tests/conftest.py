@@ -176,3 +176,10 @@ def keep_intra_op_threads():
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)
+
+
+def pytest_collection_modifyitems(items):
+    """Every long test is also slow: -m "not slow" leaves out both."""
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.slow)

@@ -47,6 +47,7 @@ print("same", all(torch.equal(a.cpu(), e) and a.device.type == "openreg"
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["model_first", "optimizer_first"])
 def test_accelerator_uses_openreg_when_selected_and_trains_as_the_cpu(order):
     out = check_ok(run_python(f"ORDER = {order!r}\n" + TRAIN, timeout=300,
@@ -55,6 +56,7 @@ def test_accelerator_uses_openreg_when_selected_and_trains_as_the_cpu(order):
     assert "same True" in out, out
 
 
+@pytest.mark.slow
 def test_without_the_variable_accelerate_picks_the_cpu():
     """accelerate 1.x chooses among the accelerators it knows by name; openreg is not one (docs/libraries.md)."""
     out = check_ok(run_python(

@@ -349,6 +349,7 @@ def test_every_public_name_is_checked():
         assert getattr(torch.accelerator, name) is getattr(torch.accelerator.memory, name), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_public_name(name):
     with warnings.catch_warnings():

@@ -180,6 +180,7 @@ def _pool_keys(pool):
 # exact statistics, fresh interpreter
 # --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_small_allocation_statistics(fresh):
     s = fresh["small"]
     for pool in ("all", "small_pool"):
@@ -489,6 +490,7 @@ def oom():
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_cached_block_released_and_allocation_retried(oom):
     assert oom["cached_reserved"] == 40 * MiB
     retry = oom["retry"]
@@ -602,6 +604,7 @@ print("OK")
 """
 
 
+@pytest.mark.slow
 def test_multithreaded_stress_leaves_nothing_allocated():
     out = check_ok(run_python(_STRESS, timeout=120))
     assert out.strip().endswith("OK")
@@ -640,6 +643,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_memory_fraction_is_enforced():
     out = json.loads(check_ok(run_python(_FRACTION, OPENREG_DEVICE_MEMORY="64M")).strip().splitlines()[-1])
     assert out["default"] == 1.0
@@ -706,6 +710,7 @@ report(segments=s["segment.all.current"], oversize_segments=s["oversize_segments
 """
 
 
+@pytest.mark.slow
 def test_alloc_conf_max_split_size():
     limited = _run_with_conf(_MAX_SPLIT, PYTORCH_ALLOC_CONF="max_split_size_mb:20")
     # The cached 30 MiB block is not split for a 12 MiB request: a new segment.
@@ -730,6 +735,7 @@ report(allocated=stats()["allocated_bytes.all.current"], requested=stats()["requ
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variable", ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"])
 def test_alloc_conf_roundup_power2_divisions(variable):
     env = {"PYTORCH_ALLOC_CONF": None, "PYTORCH_CUDA_ALLOC_CONF": None, variable: "roundup_power2_divisions:4"}
@@ -743,6 +749,7 @@ def test_alloc_conf_roundup_power2_divisions(variable):
     assert default["allocated"] == 1100 * 1024 + 3 * MiB + 512
 
 
+@pytest.mark.slow
 def test_alloc_conf_roundup_per_interval():
     # Interval keys are in MiB: 8 divisions for [1, 2) MiB (and below), none
     # (1) for [2, 4) MiB. 1100 KiB: steps of 128 KiB; 3 MiB + 1: 512 bytes.
@@ -764,6 +771,7 @@ report(reserved_before=before["reserved_bytes.all.current"], reserved=after["res
 """
 
 
+@pytest.mark.slow
 def test_alloc_conf_garbage_collection_threshold():
     out = _run_with_conf(_GARBAGE_COLLECTION, PYTORCH_ALLOC_CONF="garbage_collection_threshold:0.5")
     # 52 MiB reserved passes half of the allowed ~82 MiB: the longest-cached
@@ -776,6 +784,7 @@ def test_alloc_conf_garbage_collection_threshold():
     assert default["reserved"] == 72 * MiB
 
 
+@pytest.mark.slow
 def test_alloc_conf_expandable_segments():
     code = r"""
 try:
@@ -791,6 +800,7 @@ except NotImplementedError as e:
     assert accepted["error"] is None
 
 
+@pytest.mark.slow
 def test_alloc_conf_invalid_value_is_an_error():
     proc = run_python("import torch; torch.ones(4, device='openreg')",
                       PYTORCH_ALLOC_CONF="garbage_collection_threshold:1.5")
@@ -953,6 +963,7 @@ def fast_path():
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_fast_path_block_freed_on_another_thread(fast_path):
     s = fast_path["cross_thread"]
     assert s["allocated_after_free"] == 0
@@ -1022,6 +1033,7 @@ print(json.dumps({"reserved_before": before["reserved_bytes.all.current"],
 """
 
 
+@pytest.mark.slow
 def test_fast_path_out_of_memory_retry_returns_binned_blocks():
     out = json.loads(check_ok(run_python(_FAST_PATH_OOM, OPENREG_DEVICE_MEMORY="64M")).strip().splitlines()[-1])
     assert out["reserved_before"] == 56 * MiB

@@ -315,6 +315,7 @@ def test_gradients_flow_back_in_float32():
     assert_same(w.grad, wc.grad)
 
 
+@pytest.mark.slow
 def test_inside_torch_compile_aot_eager():
     def f(x, w):
         return torch.softmax(x @ w, dim=1)

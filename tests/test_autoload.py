@@ -3,9 +3,12 @@
 Each check needs a fresh interpreter, so they run in subprocesses; each child
 prints KEY=VALUE lines that the test parses.
 """
+import pytest
+
 from conftest import check_ok, parse_key_values, run_python
 
 
+@pytest.mark.slow
 def test_import_torch_autoloads_without_initializing():
     out = check_ok(
         run_python(
@@ -55,6 +58,7 @@ def test_import_torch_autoloads_without_initializing():
     assert r["dev1_after_tensor1"] == "True", out
 
 
+@pytest.mark.slow
 def test_autoload_disabled_then_explicit_import():
     out = check_ok(
         run_python(
@@ -92,6 +96,7 @@ def test_autoload_disabled_then_explicit_import():
     assert r["accelerator"] == "openreg", out
 
 
+@pytest.mark.slow
 def test_import_twice_is_harmless():
     out = check_ok(
         run_python(
@@ -122,6 +127,7 @@ def test_import_twice_is_harmless():
     assert r["is_openreg"] == "True", out
 
 
+@pytest.mark.slow
 def test_importing_the_package_before_torch():
     # torch's autoload runs while torch_openreg is still initializing.
     out = check_ok(run_python(

@@ -118,6 +118,7 @@ def test_backward_from_several_threads_at_once():
             torch.testing.assert_close(g.cpu(), e, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_a_training_process_keeps_one_openmp_team():
     """libgomp names a team's workers after the thread that started them: a worker named after the autograd
     engine's device thread means that thread ran parallel kernels, the process's second OpenMP team."""

@@ -103,6 +103,7 @@ def _settled_memory_allocated():
     return torch.accelerator.memory_allocated()
 
 
+@pytest.mark.slow
 def test_out_of_memory_in_process():
     baseline = _settled_memory_allocated()
     with pytest.raises(torch.OutOfMemoryError) as info:
@@ -119,6 +120,7 @@ def test_out_of_memory_in_process():
     _still_works()
 
 
+@pytest.mark.slow
 def test_out_of_memory_small_device():
     out = check_ok(
         run_python(
@@ -178,6 +180,7 @@ def test_out_of_memory_small_device():
     assert r["works"] == "[0, 3, 6, 9]", out
 
 
+@pytest.mark.slow
 def test_small_device_serves_requests_that_fit():
     # Requests between 1 and 10 MiB must not need more than the device has:
     # an empty 16 MiB device holds a 3 MiB tensor and a second one from an op.

@@ -31,7 +31,7 @@ CASES = {
 DEFAULT_SETTING_ONLY = {"compiled", "compile_time", "compiled_alone"}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_run_writes_every_case(tmp_path):
     out = tmp_path / "results.json"
     # The timeout only ends a hung run: on an idle machine it takes 2 to 4 minutes, on a loaded one several times that.

@@ -53,7 +53,7 @@ def assert_all_same(actual, expected):
         assert_all_same(a, e)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_registration_waits_for_dynamo_and_inductor_imports():
     """import torch imports neither Dynamo nor Inductor (they cost seconds);
     openreg registers when they are imported, and at once if torch_openreg is
@@ -116,6 +116,7 @@ def test_call_on_host_bad_arguments():
             _call_on_host(lambda *args: None, torch.ones(1, device="openreg:0"), torch.ones(1, device="openreg:1"))
 
 
+@pytest.mark.slow
 def test_pointwise_kernel_runs_on_host_views():
     def fn(x, y):
         return (x * y + 1).relu()
@@ -127,6 +128,7 @@ def test_pointwise_kernel_runs_on_host_views():
     assert any("call_on_host(cpp_fused" in line for line in "\n".join(code).splitlines())
 
 
+@pytest.mark.slow
 def test_kernel_called_without_host_access_faults():
     """The negative control: the same compiled function, with the host-access
     call replaced by a direct call, hands the kernel device addresses, and the
@@ -144,6 +146,7 @@ def test_kernel_called_without_host_access_faults():
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr[-2000:])
 
 
+@pytest.mark.slow
 def test_reduction_fused_with_pointwise():
     """softmax: reductions and pointwise nodes fused into one C++ kernel (the
     scheduler's GPU-only loop re-indexing crashed here)."""
@@ -228,7 +231,7 @@ SAME_CODE_CASES = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(SAME_CODE_CASES))
 def test_same_kernels_as_cpu(name):
     fn, make_args = SAME_CODE_CASES[name]
@@ -236,7 +239,7 @@ def test_same_kernels_as_cpu(name):
     assert_all_same(actual, expected)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_pointwise_cat_agrees_within_tolerance():
     """Inductor writes `cat` of computed inputs as one pointwise kernel on
     openreg and as one kernel per input on the CPU (docs/compile.md): the
@@ -247,7 +250,7 @@ def test_pointwise_cat_agrees_within_tolerance():
     torch.testing.assert_close(actual.cpu(), expected)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mutated_inputs_and_in_place_ops():
     def fn(x, y):
         x.add_(1).mul_(2)
@@ -263,7 +266,7 @@ def test_mutated_inputs_and_in_place_ops():
     assert_same(yd, y)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_random_ops_match_compiled_cpu_and_with_fallback_random_eager():
     """Inductor's C++ kernels draw random numbers with their own generator
     seeded from the device's generator; openreg's generator is the CPU's
@@ -343,7 +346,7 @@ def checked_layouts(code):
     return sorted(shape for line in lines for shape in re.findall(r"\((?:\d+, )+\d*\)", line))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_convolutions_run_channels_last_as_on_cpu():
     """Inductor's layout optimization runs a network's convolutions
     channels-last on the CPU (oneDNN); openreg's convolutions are the CPU's
@@ -373,7 +376,7 @@ def make_mlp():
     )
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_module_forward_backward_and_compiled_optimizer_step():
     """Two training steps of a compiled module with a compiled Adam step:
     losses, gradients and parameters are the compiled CPU's bit for bit. Adam
@@ -454,7 +457,7 @@ def generated_kernels(codes):
     return [kernel for code in codes for kernel in re.findall(r"r\'\'\'(.*?)\'\'\'", code, re.DOTALL)]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(TRAINING_CASES))
 def test_training_step_generates_the_cpus_kernels(name):
     """Forward and backward compiled for openreg are the CPU's C++ kernels,
@@ -480,7 +483,7 @@ def test_training_step_generates_the_cpus_kernels(name):
     assert all(len(generated_kernels([code])) > 0 for code in openreg_codes)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_dynamic_shapes_marked_and_automatic():
     def fn(x):
         return torch.softmax(x, -1) + x.shape[0]
@@ -503,7 +506,7 @@ def test_dynamic_shapes_marked_and_automatic():
     assert automatic.frame_count == 2  # static first, then one dynamic graph
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_graph_break():
     def fn(x):
         y = x.sin()
@@ -516,7 +519,7 @@ def test_graph_break():
     assert counter.frame_count == 2
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_autocast_inside_compile():
     """Under autocast, the compiled result has eager autocast's dtypes on
     openreg (CUDA's lists) and its values within float16 tolerance."""
@@ -535,7 +538,7 @@ def test_autocast_inside_compile():
     assert compiled[0].dtype == torch.float16
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mode_max_autotune():
     fn = lambda x, w: (x @ w).relu() + 1  # noqa: E731
     x, w = make_cpu((16, 32)), make_cpu((32, 8), seed=1)
@@ -543,7 +546,7 @@ def test_mode_max_autotune():
     torch.testing.assert_close(actual.cpu(), expected)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_mode_reduce_overhead_runs_and_says_no_device_graph():
     fn = lambda x: x.sin() * 3  # noqa: E731
     x = make_cpu((4, 4))
@@ -555,6 +558,7 @@ def test_mode_reduce_overhead_runs_and_says_no_device_graph():
 # Bad input.
 
 
+@pytest.mark.slow
 def test_compiled_code_runs_on_the_inputs_device_whatever_the_current_device(restore_device):
     # As CUDA's wrapper does: the graph runs under its tensors' device guard.
     fn = lambda x, y: (x * y).sin() + x.sum()  # noqa: E731
@@ -574,6 +578,7 @@ def test_compiled_code_runs_on_the_inputs_device_whatever_the_current_device(res
     assert torch.openreg.current_device() == 1
 
 
+@pytest.mark.slow
 def test_compiled_module_moved_to_another_device(restore_device):
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
@@ -619,7 +624,7 @@ def test_backend_named_after_the_device_is_listed_and_refuses_graphs_of_other_de
         torch.compile(lambda x: x + 1, backend="openreg")(make_cpu(4))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_backend_named_after_the_device_is_inductor():
     """backend="openreg" compiles as the default backend does (the same
     results bit for bit), and takes mode= or options= as backend="inductor"
@@ -659,7 +664,7 @@ for device in ("openreg", "cpu"):
 """
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_fx_graph_cache_hits_in_a_second_process_and_stays_per_device(tmp_path):
     """A second process compiling the same function on openreg takes the
     compiled graph from the FX graph cache (and its kernels from the code
@@ -675,7 +680,7 @@ def test_fx_graph_cache_hits_in_a_second_process_and_stays_per_device(tmp_path):
     assert run() == {"openreg HIT": "1", "openreg MISS": "0", "cpu HIT": "2", "cpu MISS": "0"}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_compiling_for_the_cpu_is_unchanged_by_torch_openreg(tmp_path):
     code = """
         import torch

@@ -11,7 +11,7 @@ from torch_openreg.testing.__main__ import main
 COUNTS = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.MULTILINE)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_quick_slice_passes_compiled(capsys, tmp_path):
     report = tmp_path / "report.json"
     code = main(["compile", "--quick", "--report", str(report)])

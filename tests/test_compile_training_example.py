@@ -17,7 +17,7 @@ def _example_module():
     return module
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_compiled_loss_curves_agree():
     proc = subprocess.run([sys.executable, EXAMPLE, "--steps", "20"], capture_output=True, text=True, timeout=900,
                           cwd=tempfile.gettempdir())

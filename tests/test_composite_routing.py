@@ -222,6 +222,7 @@ def test_every_routed_or_kept_operator_has_samples():
     assert not [name for name in ROUTED_AND_KEPT if name not in OPINFO_NAMES and name not in EXTRA_SAMPLES]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ROUTED_AND_KEPT)
 def test_results_equal_the_cpu_kernels(name):
     """Every sample bit for bit (strides included), and routed operators really reach the fallback."""

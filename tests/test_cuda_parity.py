@@ -153,6 +153,7 @@ def test_device_properties_are_read_only():
         props.total_memory = 1
 
 
+@pytest.mark.slow
 def test_device_properties_uuid_is_stable_across_processes():
     out = check_ok(run_python("import torch; print('uuid=%s' % torch.openreg.get_device_properties(1).uuid)"))
     assert parse_key_values(out)["uuid"] == str(torch.openreg.get_device_properties(1).uuid)
@@ -395,6 +396,7 @@ def test_default_generators():
     assert_same(torch.rand(8, device="openreg:0"), drawn.cpu())
 
 
+@pytest.mark.slow
 def test_default_generators_empty_until_initialized():
     out = check_ok(run_python("""
         import torch

@@ -123,6 +123,7 @@ def has_autograd_kernel(op, device):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(OPS))
 def test_opcheck(name, device):

@@ -259,6 +259,7 @@ def test_packed_sequence_methods():
 # Environment (subprocesses)
 # --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_device_count_env_four():
     out = check_ok(
         run_python(
@@ -283,6 +284,7 @@ def test_device_count_env_four():
     assert "index 4" in r["err"] and "4 openreg devices" in r["err"], out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "17", "abc"])
 def test_invalid_device_count(value):
     out = check_ok(
@@ -317,6 +319,7 @@ def test_invalid_device_count(value):
     assert r["cpu_still_works"] == "[2.0, 2.0]", out
 
 
+@pytest.mark.slow
 def test_fork_after_init_is_bad_fork():
     out = check_ok(
         run_python(

@@ -11,7 +11,7 @@ from torch_openreg.testing.__main__ import main
 COUNTS = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", re.MULTILINE)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("suite", ["opinfo", "modules", "optim"])
 def test_quick_slice_passes(suite, capsys, tmp_path):
     report = tmp_path / "report.json"
@@ -52,7 +52,7 @@ def iter_cases(job):
 '''
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_worker_crash_and_timeout_fail_only_their_case(tmp_path, monkeypatch):
     from torch_openreg.testing.runner import run_jobs
 
@@ -69,6 +69,7 @@ def test_worker_crash_and_timeout_fail_only_their_case(tmp_path, monkeypatch):
     assert outcome[3][0] == "failed" and "ZeroDivisionError" in outcome[3][1]
 
 
+@pytest.mark.slow
 def test_help_does_not_import_the_suites():
     """--help answers from the command line's defaults, without the seconds of importing the suites (and
     torch.testing._internal with them)."""

@@ -41,6 +41,7 @@ def test_backend_checks_the_gloo_group_it_is_given():
     assert backend.gloo is gloo and backend.name() == "orccl" and backend.size() == 1
 
 
+@pytest.mark.slow
 def test_bad_launch_settings_raise_clearly():
     # A single-rank job: gloo options of the wrong type, then a local rank without a device.
     result = run_python(
@@ -64,6 +65,7 @@ def test_bad_launch_settings_raise_clearly():
         in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_every_operation_matches_gloo_on_cpu():
     ranks = run_ranks(WORKERS / "collectives.py", 4)
     for r in ranks:
@@ -83,6 +85,7 @@ def test_every_operation_matches_gloo_on_cpu():
     assert "new_group [0, 2]" in ranks[0].result("checked") and "new_group [1, 3]" in ranks[1].result("checked")
 
 
+@pytest.mark.slow
 def test_init_as_under_torchrun():
     ranks = run_ranks(WORKERS / "init_styles.py", 2, args=[free_port() for _ in range(5)])
     for r in ranks:
@@ -108,6 +111,7 @@ def assert_mismatch_error(rank, case, result, shown):
     assert shown in result["message"], (case, result["message"])
 
 
+@pytest.mark.slow
 def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("mismatch",))
     for r in ranks:
@@ -158,6 +162,7 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
         assert r.result("after_errors") == [3.0] * 3
 
 
+@pytest.mark.slow
 def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("predicted",))
     for r in ranks:
@@ -182,6 +187,7 @@ def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
             assert "ProcessGroupGloo::allgather: invalid tensor size" in refusal["message"], refusal
 
 
+@pytest.mark.slow
 def test_a_wait_that_times_out_raises_as_gloo_does_and_a_later_wait_completes():
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("timeout",))
     cases = {result["case"]: result for result in ranks[0].results}
@@ -196,6 +202,7 @@ def test_a_wait_that_times_out_raises_as_gloo_does_and_a_later_wait_completes():
         assert results == {"cpu result": [3.0] * 4, "openreg result": [3.0] * 4}, r.rank
 
 
+@pytest.mark.slow
 def test_a_killed_rank_makes_the_others_fail_naming_it():
     ranks = run_ranks(WORKERS / "faults.py", 3, args=("killed",), expect_killed=(1,))
     assert ranks[1].returncode == 17 and not ranks[1].results

@@ -84,12 +84,13 @@ def slow_job(tmp_path_factory):
     return run_scenarios(tmp_path_factory.mktemp("slow"), SLOW)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", QUICK)
 def test_scenario(quick_job, name):
     check_scenario(quick_job, name)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", SLOW)
 def test_slow_scenario(slow_job, name):
     check_scenario(slow_job, name)
@@ -114,7 +115,7 @@ def run_example(script, args, hosts, timeout=300):
     return run_all(commands, env, timeout)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("case", EXAMPLE_RUNS)
 def test_example_under_torchrun(case):
     script, args, hosts = EXAMPLE_RUNS[case]
@@ -125,6 +126,7 @@ def test_example_under_torchrun(case):
     assert f", {sum(hosts)} ranks" in output, output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["ddp_train.py", "fsdp_train.py"])
 def test_example_outside_torchrun_says_how_to_launch_it(script):
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
@@ -135,7 +137,7 @@ def test_example_outside_torchrun_says_how_to_launch_it(script):
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_example_exits_nonzero_on_mismatch():
     # With two ranks the arithmetic differs from one process's in the last bits: no tolerance fails.
     results = run_example("ddp_train.py", ["--tolerance", "0"], [2])

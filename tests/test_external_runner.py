@@ -16,7 +16,7 @@ def run_external(capfd, *args):
     return code, tuple(map(int, COUNTS.findall(output)[-1])), output
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize(
     "args, counts",
     [
@@ -33,7 +33,7 @@ def test_counts(capfd, args, counts):
     assert code == 0, output
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_classes_are_named_openreg(capfd):
     code, _, output = run_external(capfd, "-vv")
     assert code == 0, output

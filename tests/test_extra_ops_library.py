@@ -8,6 +8,7 @@ pytest process.
 import json
 import os
 
+import pytest
 import torch
 
 import torch_openreg
@@ -21,6 +22,7 @@ def test_extra_ops_path_is_inside_the_installed_package():
     assert os.path.basename(path) == "libopenreg_extra_ops.so"
 
 
+@pytest.mark.slow
 def test_importing_torch_openreg_does_not_load_the_library():
     out = check_ok(
         run_python(
@@ -123,6 +125,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 def test_loaded_library_runs_on_openreg_meta_and_cpu():
     results = json.loads(check_ok(run_python(_CHILD)).splitlines()[-1])
     assert len(results) == 16

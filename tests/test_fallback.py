@@ -880,6 +880,7 @@ torch.save(res, sys.argv[1] if len(sys.argv) > 1 else OUT)
 """
 
 
+@pytest.mark.slow
 def test_copy_fallback_mode(tmp_path):
     out_file = tmp_path / "res.pt"
     code = f"OUT = {str(out_file)!r}\n" + _COPY_MODE_CHILD

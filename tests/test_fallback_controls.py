@@ -1,6 +1,7 @@
 """Observing and controlling the CPU fallback: per-operator counters,
 OPENREG_FALLBACK_WARN, OPENREG_FALLBACK=0 (strict) and OPENREG_FALLBACK_OPS.
 The environment is read once per process, so those run in a child."""
+import pytest
 import torch
 
 from conftest import check_ok, make_cpu, run_python
@@ -34,6 +35,7 @@ def test_kernels_and_views_do_not_count():
     assert torch.openreg.fallback_stats() == {}
 
 
+@pytest.mark.slow
 def test_warn_once_per_operator():
     out = check_ok(run_python(
         """
@@ -50,6 +52,7 @@ def test_warn_once_per_operator():
     assert out.split() == ["1", "1"]
 
 
+@pytest.mark.slow
 def test_strict_mode_names_the_missing_operator_and_keeps_kernels_working():
     out = check_ok(run_python(
         """
@@ -69,6 +72,7 @@ def test_strict_mode_names_the_missing_operator_and_keeps_kernels_working():
     assert "aten::atan2" in lines[1] and "OPENREG_FALLBACK=0" in lines[1]
 
 
+@pytest.mark.slow
 def test_forced_operators_run_on_the_fallback_and_stay_correct():
     out = check_ok(run_python(
         """

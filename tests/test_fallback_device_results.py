@@ -102,6 +102,7 @@ def test_result_access_closes_with_the_call():
     assert torch.openreg.memory_reserved() == reserved
 
 
+@pytest.mark.slow
 def test_kernel_error_frees_device_memory_and_ends_the_scope():
     # Earlier tests' cyclic garbage holding device memory would otherwise be freed by a collection in mid-test.
     gc.collect()
@@ -144,6 +145,7 @@ print("y_bytes=" + ctypes.string_at(y.data_ptr(), 12).hex(), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_result_memory_is_protected_after_the_call():
     proc = run_python(_READ_RESULT)
     assert "ready" in proc.stdout, proc.stderr

@@ -190,6 +190,7 @@ def test_no_enabled_backend_raises_as_on_the_cpu():
             F.scaled_dot_product_attention(q, k, v)
 
 
+@pytest.mark.slow
 def test_compiled_attention_runs_the_fused_kernel_as_compiled_cpu_runs_its_flash_kernel():
     from torch._inductor.utils import run_and_get_code
 

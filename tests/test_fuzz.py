@@ -14,6 +14,7 @@ PROGRAMS_PER_TEST = 40
 DEFAULT_TESTS = 25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first_seed", range(0, PROGRAMS_PER_TEST * DEFAULT_TESTS, PROGRAMS_PER_TEST))
 def test_programs_match_cpu_bit_for_bit(first_seed):
     ran, findings = campaign(range(first_seed, first_seed + PROGRAMS_PER_TEST))
@@ -26,6 +27,7 @@ def test_a_seed_always_gives_the_same_program():
     assert generate(7) != generate(8)
 
 
+@pytest.mark.slow
 def test_programs_cover_the_operator_table():
     lengths, used = [], set()
     for seed in range(40):

@@ -299,6 +299,7 @@ def test_cpu_default_generator_is_separate():
 # seeding before initialization (fresh interpreter)
 # --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_seeding_before_initialization_is_deferred():
     out = check_ok(run_python("""
         import torch
@@ -327,6 +328,7 @@ def test_seeding_before_initialization_is_deferred():
     }
 
 
+@pytest.mark.slow
 def test_set_rng_state_before_initialization_is_deferred():
     out = check_ok(run_python("""
         import torch

@@ -65,6 +65,7 @@ def run_script(tmp_path, body, timeout=400):
     return parse_key_values(check_ok(completed)), stdout + stderr
 
 
+@pytest.mark.slow
 def test_tensors_cross_a_spawned_process_through_device_memory(tmp_path):
     r, out = run_script(
         tmp_path,
@@ -191,6 +192,7 @@ def test_tensors_cross_a_spawned_process_through_device_memory(tmp_path):
     assert r["exitcodes"] == "0,0", out
 
 
+@pytest.mark.slow
 def test_bad_shares_give_clear_errors(tmp_path):
     r, out = run_script(
         tmp_path,
@@ -262,7 +264,7 @@ def test_bad_shares_give_clear_errors(tmp_path):
     assert r["round_trip"] == "True", out
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_dataloader_workers_follow_cuda_rules(tmp_path):
     r, out = run_script(
         tmp_path,
@@ -306,7 +308,7 @@ def test_dataloader_workers_follow_cuda_rules(tmp_path):
     assert "'spawn' start method" in r["fork"], out
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_forkserver_shares_like_spawn(tmp_path):
     r, out = run_script(
         tmp_path,

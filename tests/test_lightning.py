@@ -159,7 +159,7 @@ def run_lightning_ddp(accelerator, tmp_path, timeout=240):
     return {result["rank"]: result for result in results}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_two_devices_train_with_ddp_over_orccl_as_the_cpu_over_gloo(tmp_path):
     openreg = run_lightning_ddp("openreg", tmp_path)
     cpu = run_lightning_ddp("cpu", tmp_path)
@@ -172,6 +172,7 @@ def test_two_devices_train_with_ddp_over_orccl_as_the_cpu_over_gloo(tmp_path):
         assert openreg[rank]["parameters"] == cpu[0]["parameters"]
 
 
+@pytest.mark.slow
 def test_registered_when_lightning_was_imported_first():
     """With autoload off, Lightning can be imported before torch_openreg: the registration then happens at once."""
     result = run_python(

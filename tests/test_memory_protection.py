@@ -40,6 +40,7 @@ print("y_after_write=" + repr(y.cpu().tolist()), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_protected_device_memory_faults_on_host_read():
     proc = run_python(_RAW_READ, OPENREG_MEMORY_PROTECTION=None)
     assert "ready" in proc.stdout, proc.stderr
@@ -47,12 +48,14 @@ def test_protected_device_memory_faults_on_host_read():
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow
 def test_explicit_protection_on_faults():
     proc = run_python(_RAW_READ, OPENREG_MEMORY_PROTECTION="1")
     assert "ready" in proc.stdout, proc.stderr
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.mark.slow
 def test_unprotected_device_memory_is_host_readable():
     out = check_ok(run_python(_RAW_READ, OPENREG_MEMORY_PROTECTION="0"))
     r = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)

@@ -50,6 +50,7 @@ def _allocate_in_named_function(numel):
     return torch.empty(numel, dtype=torch.uint8, device="openreg:0")
 
 
+@pytest.mark.slow
 def test_snapshot_has_torch_cuda_format(history):
     keep = [torch.ones(n, device="openreg:0") for n in (10, 1000, 400_000)]
     keep.append(torch.ones(100, device="openreg:1"))
@@ -96,6 +97,7 @@ def test_snapshot_has_torch_cuda_format(history):
             "roundup_power2_divisions"} <= set(settings)
 
 
+@pytest.mark.slow
 def test_trace_sums_to_memory_allocated(history):
     before = torch.openreg.memory_allocated(0)
     big = _allocate_in_named_function(30 << 20)  # a segment of its own
@@ -114,6 +116,7 @@ def test_trace_sums_to_memory_allocated(history):
     del big, kept
 
 
+@pytest.mark.slow
 def test_frames_name_the_allocating_python_function(history):
     tensor = _allocate_in_named_function(4096)
     snapshot = memory._snapshot()
@@ -127,6 +130,7 @@ def test_frames_name_the_allocating_python_function(history):
     assert alloc["frames"] == block["frames"]
 
 
+@pytest.mark.slow
 def test_freed_block_becomes_inactive_and_segment_free_is_recorded(history):
     tensor = _allocate_in_named_function(40 << 20)
     address = tensor.data_ptr()
@@ -145,6 +149,7 @@ def test_freed_block_becomes_inactive_and_segment_free_is_recorded(history):
     assert any(e["addr"] == again.data_ptr() for e in _entries(memory._snapshot()) if e["action"] == "alloc")
 
 
+@pytest.mark.slow
 def test_pending_free_while_another_stream_uses_the_block(history):
     runtime = ctypes.CDLL(torch_openreg._C.__file__)
     host_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -175,6 +180,7 @@ def test_pending_free_while_another_stream_uses_the_block(history):
     assert ("free_completed", address) in [(e["action"], e["addr"]) for e in entries]
 
 
+@pytest.mark.slow
 def test_out_of_memory_is_recorded(history):
     with pytest.raises(torch.OutOfMemoryError):
         torch.empty(1 << 50, dtype=torch.uint8, device="openreg:0")
@@ -199,6 +205,7 @@ def test_state_mode_keeps_stacks_without_history():
         memory._record_memory_history(None)
 
 
+@pytest.mark.slow
 def test_max_entries_keeps_the_newest_and_skip_actions_drops(history):
     memory._record_memory_history("all", stacks="python", max_entries=4, clear_history=True,
                                   skip_actions=["free_requested", "free_completed"])
@@ -262,6 +269,7 @@ def test_legacy_boolean_form():
     assert all(trace == [] for trace in memory._snapshot()["device_traces"])
 
 
+@pytest.mark.slow
 def test_memory_snapshot_and_accelerator_snapshot(history):
     tensor = _allocate_in_named_function(512)
     segments = torch.openreg.memory_snapshot()
@@ -281,6 +289,7 @@ def _embedded_snapshot(html):
     return pickle.loads(base64.b64decode(files[0]["base64"]))
 
 
+@pytest.mark.slow
 def test_memory_viz_renders_every_view(history, tmp_path):
     keep = [_allocate_in_named_function(n) for n in (512, 100_000, 3 << 20)]
     dropped = _allocate_in_named_function(4096)
@@ -331,7 +340,7 @@ def test_bad_input():
     assert all(trace == [] for trace in memory._snapshot()["device_traces"])
 
 
-@pytest.mark.slow  # symbolizing C++ frames runs addr2line (seconds)
+@pytest.mark.long  # symbolizing C++ frames runs addr2line (seconds)
 def test_all_stacks_include_cpp_frames():
     memory._record_memory_history("all", stacks="all", clear_history=True)
     try:

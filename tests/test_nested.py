@@ -153,6 +153,7 @@ def test_multihead_attention_with_nested_inputs():
     assert_nested_equal(actual, expected)
 
 
+@pytest.mark.slow
 def test_no_nested_cpu_kernel_is_shadowed_by_a_composite():
     """Every operator with a NestedTensorCPU kernel reaches it on openreg.
 

@@ -174,15 +174,18 @@ def test_yaml_declares_the_namespaces_the_package_owns(namespaces):
     assert [n.name for n in namespaces] == ["openreg", "openreg_py", "openreg_extra"]
 
 
+@pytest.mark.slow
 def test_the_dispatcher_has_exactly_what_the_yaml_declares(namespaces, registry):
     assert compare(namespaces, registry) == []
 
 
+@pytest.mark.slow
 def test_every_declared_operator_computes_on_openreg_what_it_computes_on_the_cpu(namespaces):
     qualnames = sorted(declared_ops(namespaces))
     assert in_fresh_process(f"{{q: run_on_both_devices(q) for q in {qualnames!r}}}") == dict.fromkeys(qualnames, "")
 
 
+@pytest.mark.slow
 def test_an_operator_registered_outside_the_yaml_is_reported(namespaces):
     # A throwaway operator in the package's own namespace, as a hand-written
     # C++ or Python registration would add it.

@@ -52,6 +52,7 @@ def test_every_option_has_an_invalid_case():
     assert {name for name, _ in INVALID} == set(options_table())
 
 
+@pytest.mark.slow
 def test_documented_defaults_are_in_force():
     defaults = options_table()
     unset = {name: None for name in defaults}
@@ -80,6 +81,7 @@ def test_documented_defaults_are_in_force():
     assert r["fallback"] == "True {'aten::atan2': 1} 0", out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,value", INVALID, ids=[f"{n}={v}" for n, v in INVALID])
 def test_invalid_value_fails_at_first_device_use_not_at_import(name, value):
     proc = run_python(
@@ -105,6 +107,7 @@ def test_invalid_value_fails_at_first_device_use_not_at_import(name, value):
     assert r["initialized"] == "False", proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["abc", "0"])
 def test_device_count_is_zero_with_a_warning_when_the_count_is_invalid(value):
     # As torch.cuda.device_count(): no exception, 0 devices, the reason in a warning.

@@ -40,6 +40,7 @@ def run_in(cwd, *args, pythonpath=INSTALLED_PARENT, timeout=300, env=None):
     )
 
 
+@pytest.mark.slow
 def test_import_torch_in_an_unbuilt_checkout_uses_the_installed_package(unbuilt_checkout):
     result = run_in(
         unbuilt_checkout,
@@ -57,6 +58,7 @@ def test_import_torch_in_an_unbuilt_checkout_uses_the_installed_package(unbuilt_
     assert not lines["package"].startswith(str(unbuilt_checkout))
 
 
+@pytest.mark.slow
 def test_pytest_collects_in_an_unbuilt_checkout(unbuilt_checkout):
     result = run_in(unbuilt_checkout, "-m", "pytest", "--collect-only", "-q", "tests/test_minimal_ops.py")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -81,6 +83,7 @@ def test_unbuilt_checkout_without_an_installed_copy_says_how_to_build(unbuilt_ch
     assert "`python setup.py build_ext --inplace`" in last_line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [[], ["opinfo"], ["external"]])
 def test_testing_command_help_is_plain_text(command, tmp_path):
     result = run_in(tmp_path, "-m", "torch_openreg.testing", *command, "--help")
@@ -89,6 +92,7 @@ def test_testing_command_help_is_plain_text(command, tmp_path):
     assert "``" not in result.stdout
 
 
+@pytest.mark.slow
 def test_testing_command_without_its_extra_names_the_install_command(tmp_path):
     # A None entry in sys.modules makes the module absent, as after a plain `pip install .`.
     result = run_in(
@@ -124,6 +128,7 @@ def test_runtime_is_its_own_library_usable_without_torch(tmp_path):
     assert result.stdout.split() == ["status", "0", "has_devices", "True", "torch_loaded", "False"]
 
 
+@pytest.mark.slow
 def test_extension_loads_the_runtime_beside_it(tmp_path):
     result = run_in(
         tmp_path,
@@ -163,6 +168,7 @@ def test_the_build_records_the_torch_it_compiled_against_and_requires_it():
     assert f"torch=={RUNNING_TORCH}" in importlib.metadata.requires("torch_openreg")
 
 
+@pytest.mark.slow
 def test_a_build_for_another_torch_leaves_import_torch_working_with_one_warning(tmp_path):
     result = run_in(
         tmp_path,
@@ -193,6 +199,7 @@ def test_a_build_for_another_torch_leaves_import_torch_working_with_one_warning(
     assert "`pip install .`" in lines["import"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("autoload", ["1", "0"])
 def test_importing_a_build_for_another_torch_raises_naming_both_versions(tmp_path, autoload):
     result = run_in(
@@ -238,12 +245,13 @@ def test_the_build_refuses_an_unsupported_torch_naming_both(tmp_path):
     assert "it supports torch 2.13, 2.14, 2.15" in message
 
 
+@pytest.mark.slow
 def test_the_build_takes_a_supported_torch(tmp_path):
     status, _ = environment_torch_refusal(tmp_path, "")
     assert status == 0
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_pip_install_without_a_supported_torch_refuses_before_compiling(tmp_path):
     # README's install command in a new virtual environment, as a user without torch runs it, then with a torch
     # release it does not support; pip's isolated build environment installs only the build requirements.

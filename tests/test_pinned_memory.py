@@ -217,7 +217,7 @@ def test_dataloader_pin_memory_two_workers():
     _check_loader(loader, DataLoader(ds, batch_size=16))
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_dataloader_pin_memory_two_spawned_workers():
     ds = _dataset()
     loader = DataLoader(ds, batch_size=16, pin_memory=True, num_workers=2, multiprocessing_context="spawn")

@@ -77,6 +77,7 @@ def _run(so, body):
     return check_ok(run_python(_PRELUDE.format(so=so) + body, timeout=60))
 
 
+@pytest.mark.slow
 def test_tensors_allocate_and_free_through_it(allocator_so):
     out = _run(allocator_so, """
 a_cpu = torch.arange(12, dtype=torch.float32).reshape(3, 4)
@@ -99,6 +100,7 @@ print("allocs", count("alloc_calls"), "frees", count("free_calls"), "live", coun
     assert allocs >= 5 and frees == allocs and live == 0, out
 
 
+@pytest.mark.slow
 def test_free_gets_the_allocation_size(allocator_so):
     out = _run(allocator_so, """
 x = torch.empty(1000, dtype=torch.float64, device="openreg")
@@ -109,6 +111,7 @@ print(count("free_calls"), count("freed_bytes"))
     assert out.split() == ["1", "8000"], out
 
 
+@pytest.mark.slow
 def test_memory_is_protected_runtime_memory(allocator_so):
     proc = run_python(_PRELUDE.format(so=allocator_so) + """
 x = torch.tensor([1.5, 2.0], device="openreg")
@@ -120,6 +123,7 @@ print("host_read_worked", flush=True)
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
 
 
+@pytest.mark.slow
 def test_caching_allocator_features_refuse(allocator_so):
     out = _run(allocator_so, """
 import torch_openreg._multiprocessing_reductions
@@ -151,6 +155,7 @@ print("ok")
     assert out.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_swapping_after_an_allocation_raises(allocator_so):
     proc = run_python(f"""
 import torch
@@ -172,6 +177,7 @@ except RuntimeError as e:
     assert "Can't swap an already initialized allocator" in out
 
 
+@pytest.mark.slow
 def test_bad_library_or_symbol(allocator_so, tmp_path):
     out = check_ok(run_python(f"""
 import torch

@@ -73,6 +73,7 @@ LEGACY_PROFILE = """
 """
 
 
+@pytest.mark.slow
 def test_legacy_profiler_times_openreg_ops_without_warnings():
     result = child_result(LEGACY_PROFILE)
     assert result["warnings"] == []
@@ -138,6 +139,7 @@ def device_profile(tmp_path_factory):
     return kineto_profile(tmp_path_factory.mktemp("kineto"))
 
 
+@pytest.mark.slow
 def test_kineto_device_activity_links_each_kernel_and_copy_to_its_op(device_profile):
     result = device_profile
     assert result["equal"]  # profiling does not change results
@@ -188,6 +190,7 @@ def test_kineto_chrome_trace_has_openreg_device_and_stream_rows(device_profile):
     assert any(e["name"] == "## forward ##" for e in events if e.get("cat") == "user_annotation")
 
 
+@pytest.mark.slow
 def test_cpu_only_profile_records_no_device_activity(tmp_path):
     result = kineto_profile(tmp_path, activities="[ProfilerActivity.CPU]")
     assert result["equal"]
@@ -195,6 +198,7 @@ def test_cpu_only_profile_records_no_device_activity(tmp_path):
     assert not [e for e in result["trace"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_user_annotation")]
 
 
+@pytest.mark.slow
 def test_schedule_and_tensorboard_trace_handler_write_device_activity(tmp_path):
     result = child_result(
         """
@@ -238,6 +242,7 @@ def test_schedule_and_tensorboard_trace_handler_write_device_activity(tmp_path):
     assert {"aten::mm.out", "aten::relu"} <= set(result["kernels"])
 
 
+@pytest.mark.slow
 def test_profiler_range_errors():
     result = child_result(
         """
@@ -322,6 +327,7 @@ MEMORY_PROFILE = """
 """
 
 
+@pytest.mark.slow
 def test_profile_memory_records_openreg_allocations_and_frees(tmp_path):
     result = child_result(MEMORY_PROFILE % {"profile_memory": True, "tmp": str(tmp_path)})
     assert result["values_ok"]
@@ -339,6 +345,7 @@ def test_profile_memory_records_openreg_allocations_and_frees(tmp_path):
     assert result["timeline_final"] == result["allocated"]
 
 
+@pytest.mark.slow
 def test_without_profile_memory_nothing_is_recorded_and_allocation_is_unchanged(tmp_path):
     result = child_result(MEMORY_PROFILE % {"profile_memory": False, "tmp": str(tmp_path)})
     assert result["values_ok"]
@@ -351,7 +358,7 @@ def test_without_profile_memory_nothing_is_recorded_and_allocation_is_unchanged(
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "profile_training.py"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_profile_training_example_writes_a_trace_and_prints_top_ops(tmp_path):
     """Without --out-dir the files go to the system's temporary directory,
     not the working directory (a checkout, when run from the repository)."""

@@ -9,7 +9,7 @@ import pytest
 OPENREG = pathlib.Path(__file__).resolve().parents[1] / "third_party" / "openreg"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_runtime(tmp_path):
     result = subprocess.run(
         # One object per runtime source and per test topic: compile them in parallel.

@@ -158,6 +158,7 @@ def _fork_report(child_body):
     return check_ok(run_python(_FORK_PARENT.format(child=child), timeout=180))
 
 
+@pytest.mark.slow
 def test_forked_child_freeing_inherited_tensors_exits_cleanly():
     out = _fork_report(
         """
@@ -173,6 +174,7 @@ def test_forked_child_freeing_inherited_tensors_exits_cleanly():
     assert r["parent_after"] == "[2.0, 2.0, 2.0, 2.0]", out
 
 
+@pytest.mark.slow
 def test_forked_child_using_the_device_gets_a_clear_error():
     out = _fork_report(
         """
@@ -242,6 +244,7 @@ def test_sparse_operator_without_cpu_kernel_names_openreg(layout):
 # ---------------------------------------------------------------- multiprocessing (spawn)
 
 
+@pytest.mark.slow
 def test_cpu_copy_of_an_openreg_tensor_crosses_a_spawned_process(tmp_path):
     # torch's own reducer still handles CPU tensors (openreg's delegates them); tests/test_ipc.py shares
     # openreg tensors themselves.

@@ -245,6 +245,7 @@ def _train(model, opt, device, steps, seed):
         opt.step()
 
 
+@pytest.mark.slow
 def test_optimizer_state_dict(round_trip):
     cpu_model = _model()
     cpu_opt = torch.optim.Adam(cpu_model.parameters(), lr=0.01, foreach=False)

@@ -557,6 +557,7 @@ def test_fallback_is_counted():
     assert torch.openreg.fallback_stats().get("aten::mul.Tensor") == 1
 
 
+@pytest.mark.slow
 def test_strict_mode_refuses_sparse_fallback():
     from conftest import check_ok, run_python
 

@@ -345,6 +345,7 @@ def test_elapsed_time_needs_recorded_events():
         b.elapsed_time(a)
 
 
+@pytest.mark.slow
 def test_event_wait_orders_streams():
     host = make_cpu(BIG, seed=1).pin_memory()
     dev = torch.empty(BIG, device=DEVICE)
@@ -382,6 +383,7 @@ def test_stream_wait_event_and_record_event():
     assert mine.query() is True
 
 
+@pytest.mark.slow
 def test_stream_query_and_synchronize():
     host = make_cpu(BIG, seed=3).pin_memory()
     dev = torch.empty(BIG, device=DEVICE)
@@ -408,6 +410,7 @@ def test_nonblocking_copy_from_pinned_on_side_stream(dtype):
     assert_same(dev, expected)
 
 
+@pytest.mark.slow
 def test_ops_on_stream_see_async_copies_of_that_stream():
     expected = make_cpu(BIG, seed=5)
     host = expected.pin_memory()
@@ -424,6 +427,7 @@ def test_ops_on_stream_see_async_copies_of_that_stream():
     assert_same(doubled, expected * 2)
 
 
+@pytest.mark.slow
 def test_wait_stream_makes_copies_visible_to_other_stream():
     expected = make_cpu(BIG, seed=6)
     host = expected.pin_memory()
@@ -520,6 +524,7 @@ def test_nonblocking_copy_on_other_devices_stream():
     assert_same(dev.to("openreg:0"), expected)
 
 
+@pytest.mark.slow
 def test_accelerator_synchronize_waits_for_streams():
     expected = make_cpu(BIG, seed=11)
     host = expected.pin_memory()
@@ -564,6 +569,7 @@ def test_record_stream_rejects_cpu_stream_and_cpu_tensor():
         torch.ones(3).record_stream(torch.openreg.Stream())
 
 
+@pytest.mark.slow
 def test_record_stream_delays_reuse_until_stream_passes():
     """A block used on stream B (record_stream) and freed is not handed out
     again while B still has work queued before the free; after B finishes

@@ -77,6 +77,7 @@ print("fallback calls:", torch.openreg.fallback_stats())
 """
 
 
+@pytest.mark.slow
 def test_creation_and_random_functions_work_in_strict_mode_and_equal_the_cpu():
     cases = "".join(f"    {name!r}: {fn},\n" for name, fn in CREATION.items())
     out = check_ok(run_python("import torch\ncases = {\n" + cases + "}\n" + COMPARE_EACH, OPENREG_FALLBACK="0"))
@@ -86,6 +87,7 @@ def test_creation_and_random_functions_work_in_strict_mode_and_equal_the_cpu():
     assert "fallback calls: {}" in out
 
 
+@pytest.mark.slow
 def test_a_compute_operator_still_raises_naming_it():
     out = check_ok(run_python(
         """
