@@ -163,24 +163,24 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
 
 
 @pytest.mark.slow
-def test_predicted_calls_give_the_cpu_results_and_raise_on_every_rank():
-    ranks = run_ranks(WORKERS / "faults.py", 2, args=("predicted",))
+def test_repeated_calls_give_the_cpu_results_and_a_rank_leaving_them_raises_on_every_rank():
+    ranks = run_ranks(WORKERS / "faults.py", 2, args=("repeated",))
     for r in ranks:
         cases = {result["case"]: result for result in r.results}
-        for case in ("repeated", "all ranks differ from the prediction", "prediction after the change",
-                     "after the errors", "after the refusals", "data with a NaN where the mark goes",
+        for case in ("repeated", "all ranks leave the pattern", "repeated after the change",
+                     "after the errors", "after the refusals", "data with a NaN",
                      "half and bfloat16 sums", "after the reduction error",
                      "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
             assert cases[case]["equal"] is True, (r.rank, case)
-        for case, shown in (("predicted numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("predicted dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
-                            ("predicted async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("predicted async numel future", "Float[1004])"),
-                            ("predicted reduction", "Float[4]), rank 1: ALLREDUCE(reduce_op=4; Float[4])")):
+        for case, shown in (("repeated numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("repeated dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
+                            ("repeated async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+                            ("repeated async numel future", "Float[1004])"),
+                            ("repeated reduction", "Float[4]), rank 1: ALLREDUCE(reduce_op=4; Float[4])")):
             assert_mismatch_error(r.rank, case, cases[case], shown)
-        # The three floating-point sums need no agreement beside them; the three integer sums do.
-        works = cases["gloo works of six predicted calls"]
-        assert (works["all_reduce"], works["all_gather"]) == (6, 3), works
+        # Every collective agrees first: one agreement allgather per all_reduce, floating-point or integer.
+        works = cases["gloo works of six repeated calls"]
+        assert (works["all_reduce"], works["all_gather"]) == (6, 6), works
         for i in range(3):
             refusal = cases[f"repeated refusal {i}"]
             assert refusal["error"] == "RuntimeError", refusal

@@ -14,9 +14,10 @@ namespace c10d::openreg {
 
 namespace {
 
-// Words exchanged per rank: fingerprint, signature length, whether gloo
-// refused the call on that rank, and as much of the signature as fits (for
-// the error message). The first kCompared words must be equal on every rank.
+// Words exchanged per rank: fingerprint, signature length, whether the rank
+// refused its arguments (CallSignature::refuse), and as much of the signature
+// as fits (for the error message). The first kCompared words must be equal on
+// every rank.
 constexpr int64_t kRecord = 32;
 constexpr int64_t kCompared = 3;
 // Signature tensor entries: a marker, the dtype, and for tensors whose shape
@@ -68,40 +69,23 @@ void CallSignature::same_dtype(const at::Tensor& tensor) {
 }
 
 void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const {
-  PendingAgreement pending = start_agreement(gloo);
-  finish_agreement(pending, gloo, peers, device);
-}
-
-PendingAgreement CallSignature::start_agreement(Backend& gloo, bool refused) const {
   const int size = gloo.getSize();
   if (size == 1) {
-    return {};
+    return; // one rank: nothing to agree on
   }
   at::Tensor mine = at::zeros({kRecord}, at::kLong);
   int64_t* record = mine.data_ptr<int64_t>();
   record[0] = fingerprint(words_);
   record[1] = static_cast<int64_t>(words_.size());
-  record[2] = refused || refused_ ? 1 : 0;
+  record[2] = refused_ ? 1 : 0;
   std::copy_n(words_.begin(), std::min<size_t>(words_.size(), kRecord - kCompared), record + kCompared);
   at::Tensor all = at::empty({size * kRecord}, at::kLong);
-  return {gloo._allgather_base(all, mine, AllgatherOptions()), all};
-}
-
-void CallSignature::finish_agreement(
-    PendingAgreement& pending,
-    Backend& gloo,
-    const PeerProcesses& peers,
-    c10::Device device) const {
-  if (!pending.exchange) {
-    return; // one rank: nothing to agree on
-  }
   try {
-    pending.exchange->wait();
+    gloo._allgather_base(all, mine, AllgatherOptions())->wait();
   } catch (...) {
     rethrow_with(peers.failure(op_, gloo.getRank(), device));
   }
-  const int size = gloo.getSize();
-  const int64_t* records = pending.records.const_data_ptr<int64_t>();
+  const int64_t* records = all.const_data_ptr<int64_t>();
   bool agreed = true;
   for (int r = 0; r < size; ++r) {
     agreed = agreed && std::equal(records, records + kCompared, records + r * kRecord);

@@ -18,15 +18,10 @@
 // dtype and, where every rank passes the same shape, its shape) and the ranks
 // exchange them in one small gloo allgather; a difference raises ValueError on
 // every rank, naming each rank's arguments, and nothing reaches gloo. The
-// exchange may also run beside a collective already issued on a prediction
-// (CallPrediction.h): then it is started and finished separately.
+// exchange must finish before the collective starts: issued beside it, a
+// collective whose sizes differ would abort a process before the agreement
+// could report anything.
 namespace c10d::openreg {
-
-// A signature exchange in flight: gloo's allgather and the records it fills.
-struct PendingAgreement {
-  c10::intrusive_ptr<Work> exchange;
-  at::Tensor records;
-};
 
 class CallSignature {
  public:
@@ -50,17 +45,6 @@ class CallSignature {
   // every rank if they differ; a gloo failure is reported for the collective
   // on `device`.
   void agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const;
-  // agree() in two halves. `refused`: this rank's gloo refused the call it
-  // issued on a prediction, which, as refuse(), makes the agreement fail on
-  // every rank.
-  PendingAgreement start_agreement(Backend& gloo, bool refused = false) const;
-  void finish_agreement(PendingAgreement& pending, Backend& gloo, const PeerProcesses& peers, c10::Device device)
-      const;
-
-  // The signature itself: operation, options, dtypes and shapes.
-  const std::vector<int64_t>& words() const {
-    return words_;
-  }
 
  private:
   // A rank's exchanged record as text: "ALLREDUCE(reduce_op=0; Float[4])".

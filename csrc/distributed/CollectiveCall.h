@@ -1,21 +1,17 @@
 #pragma once
 
 #include <exception>
-#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <ATen/Dispatch.h>
-#include <ATen/NumericUtils.h>
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/Tensor.h>
 
 #include "aten/DeviceCheck.h"
 #include "aten/HostView.h"
 #include "distributed/ArgumentAgreement.h"
-#include "distributed/CallPrediction.h"
 #include "distributed/CollectiveLauncher.h"
 #include "distributed/OpenRegWork.h"
 #include "distributed/ProcessGroupOpenReg.h"
@@ -23,8 +19,7 @@
 // One call of an orccl operation, from the arguments to its Work: checks that
 // every tensor is on one openreg device, describes the arguments for the
 // ranks' agreement, turns the tensors into host views, and launches gloo's
-// operation on them once the ranks agree (or beside the agreement, on a
-// prediction: CallPrediction.h).
+// operation on them once the ranks agree.
 namespace c10d::openreg {
 
 class CollectiveCall {
@@ -152,102 +147,23 @@ class CollectiveCall {
   // caller through the Work.
   template <typename Issue>
   c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
-    return launch_replayable(
-        async_op, std::move(outputs), std::move(issue), CallPrediction::Issue(), CallPrediction::Marked());
-  }
-
-  // launch() for a call all of whose tensors the signature describes in full
-  // (same()), so that it can be predicted and replayed on scratch tensors:
-  // `issue_on(gloo, tensors)` issues it on the host views of `operands`, or
-  // on zeroed CPU tensors of their dtypes and shapes. `self_checking`: the
-  // call spreads a NaN in the first element of `operands[0]` to that element
-  // of every rank's result in place (a floating-point SUM all-reduce), so its
-  // replay carries one there and a prediction needs no agreement beside it
-  // (CallPrediction.h).
-  template <typename IssueOn>
-  c10::intrusive_ptr<Work> launch_predictable(
-      bool async_op,
-      TensorList outputs,
-      const TensorList& operands,
-      IssueOn issue_on,
-      bool self_checking = false) {
-    std::vector<std::pair<std::vector<int64_t>, at::ScalarType>> shapes;
-    for (const auto& tensor : operands) {
-      shapes.emplace_back(tensor.sizes().vec(), tensor.scalar_type());
-    }
-    CallPrediction::Issue replay = [issue_on, shapes = std::move(shapes), self_checking](Backend& gloo) {
-      TensorList scratch;
-      for (const auto& [sizes, dtype] : shapes) {
-        scratch.push_back(at::zeros(sizes, at::TensorOptions(dtype)));
-      }
-      if (self_checking) {
-        scratch.front().view(-1)[0].fill_(std::numeric_limits<double>::quiet_NaN());
-      }
-      return as_works(issue_on(gloo, scratch));
-    };
-    TensorList hosts = view(operands);
-    CallPrediction::Marked marked;
-    if (self_checking) {
-      // gloo reduces the bytes from the tensor's first address on.
-      marked = [result = hosts.front()] {
-        return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, result.scalar_type(), "orccl_marked", [&] {
-          return at::_isnan(result.const_data_ptr<scalar_t>()[0]);
-        });
-      };
-    }
-    return launch_replayable(
-        async_op,
-        std::move(outputs),
-        [issue_on, hosts = std::move(hosts)](Backend& gloo) mutable { return issue_on(gloo, hosts); },
-        std::move(replay),
-        std::move(marked));
-  }
-
-  // A point-to-point operation, issued directly: it involves two ranks, so
-  // there is nothing to agree on with the group, and gloo matches it by its
-  // tag, not by its order among the collectives.
-  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
-    auto work = make_work(std::move(outputs));
-    work->launched(as_works(std::move(gloo_work)));
-    return work;
-  }
-
- private:
-  // launch(), with the call's replay on scratch tensors (empty: none) and,
-  // for a self-checking call, the reading of its result's mark.
-  template <typename Issue>
-  c10::intrusive_ptr<Work> launch_replayable(
-      bool async_op,
-      TensorList outputs,
-      Issue issue,
-      CallPrediction::Issue replay,
-      CallPrediction::Marked marked) {
     auto work = make_work(std::move(outputs));
     auto launch = [work,
                    refusal = refusal_ ? refusal_error() : nullptr,
                    signature = std::move(signature_),
                    issue = std::move(issue),
-                   replay = std::move(replay),
-                   marked = std::move(marked),
                    gloo = pg_.gloo_,
                    peers = pg_.peers_,
-                   prediction = pg_.prediction_,
                    device = check_.device()]() mutable {
       try {
-        work->launched(prediction->agree_and_issue(
-            signature,
-            *gloo,
-            *peers,
-            device,
-            [&issue, &refusal](Backend& gloo) {
-              if (refusal) {
-                std::rethrow_exception(refusal);
-              }
-              return as_works(issue(gloo));
-            },
-            std::move(replay),
-            marked));
+        signature.agree(*gloo, *peers, device);
+        if (refusal) {
+          std::rethrow_exception(refusal);
+        }
+        work->launched(as_works(issue(*gloo)));
       } catch (...) {
+        // A rank that refused its arguments raises its own reason, whatever
+        // the agreement found.
         work->failed(refusal ? refusal : std::current_exception());
       }
     };
@@ -264,6 +180,16 @@ class CollectiveCall {
     return work;
   }
 
+  // A point-to-point operation, issued directly: it involves two ranks, so
+  // there is nothing to agree on with the group, and gloo matches it by its
+  // tag, not by its order among the collectives.
+  c10::intrusive_ptr<Work> started(c10::intrusive_ptr<Work> gloo_work, TensorList outputs) {
+    auto work = make_work(std::move(outputs));
+    work->launched(as_works(std::move(gloo_work)));
+    return work;
+  }
+
+ private:
   static Works as_works(c10::intrusive_ptr<Work> work) {
     return {std::move(work)};
   }

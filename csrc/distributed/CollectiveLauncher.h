@@ -14,10 +14,8 @@
 // gloo matches the collectives of the ranks by the order each rank issues them
 // (each takes the next tag of the group), so every call that reaches gloo
 // through this backend goes through one launcher, in call order. A launch
-// agrees with the other ranks on the arguments (ArgumentAgreement.h), first or
-// beside the collective (CallPrediction.h, which also needs the launches one
-// at a time), a round trip that waits for the slowest rank to reach the same
-// call: an
+// first agrees with the other ranks on the arguments (ArgumentAgreement.h), a
+// round trip that waits for the slowest rank to reach the same call: an
 // asynchronous collective (DDP's gradient buckets) is queued, so the caller
 // goes on computing while the agreement and gloo's transfer run, as a gloo
 // collective on CPU tensors lets it; a synchronous one runs on the caller,

@@ -16,9 +16,8 @@
 // (one, or one per tensor pair for the coalesced forms gloo lacks), over the
 // host views of the openreg tensors.
 //
-// A collective is launched once the ranks agree on its arguments (issued
-// before that on a prediction, CallPrediction.h), possibly on the launcher's
-// thread after the call returned (CollectiveLauncher.h): until
+// A collective is launched once the ranks agree on its arguments, possibly on
+// the launcher's thread after the call returned (CollectiveLauncher.h): until
 // then the Work is pending, and a launch that fails (the ranks disagree, a
 // peer is gone, gloo refuses the arguments) completes it with that error. The
 // Work holds the host views (and so the scoped accesses and the device

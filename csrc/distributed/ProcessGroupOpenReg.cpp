@@ -4,7 +4,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "distributed/CallPrediction.h"
 #include "distributed/CollectiveCall.h"
 #include "distributed/CollectiveFailure.h"
 #include "distributed/CollectiveLauncher.h"
@@ -62,7 +61,6 @@ ProcessGroupOpenReg::ProcessGroupOpenReg(
       kName, ": the gloo backend is rank ", gloo_->getRank(), " of ", gloo_->getSize(), ", not rank ", rank, " of ",
       size);
   peers_ = std::make_shared<const PeerProcesses>(store, rank, size);
-  prediction_ = std::make_shared<CallPrediction>();
   launcher_ = std::make_unique<CollectiveLauncher>();
   init();
 }
@@ -80,7 +78,7 @@ int64_t reduction(const ReduceOp& op) {
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, const BroadcastOptions& opts) {
   CollectiveCall call(*this, "broadcast", OpType::BROADCAST);
   call.option("root", opts.rootRank).same(tensors);
-  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
+  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.broadcast(hosts, opts);
   });
 }
@@ -88,15 +86,9 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::broadcast(TensorList& tensors, con
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, const AllreduceOptions& opts) {
   CollectiveCall call(*this, "allreduce", OpType::ALLREDUCE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  // A sum is NaN wherever one of its terms is (DDP's gradient buckets).
-  const bool self_checking = opts.reduceOp == ReduceOp::SUM && !tensors.empty() &&
-      tensors.front().is_floating_point() && tensors.front().numel() > 0;
-  return call.launch_predictable(
-      opts.asyncOp,
-      tensors,
-      tensors,
-      [opts](Backend& gloo, TensorList& hosts) { return gloo.allreduce(hosts, opts); },
-      self_checking);
+  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
+    return gloo.allreduce(hosts, opts);
+  });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
@@ -104,7 +96,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
     const AllreduceCoalescedOptions& opts) {
   CollectiveCall call(*this, "allreduce_coalesced", OpType::ALLREDUCE_COALESCED);
   call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
+  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.allreduce_coalesced(hosts, opts);
   });
 }
@@ -112,7 +104,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce(TensorList& tensors, const ReduceOptions& opts) {
   CollectiveCall call(*this, "reduce", OpType::REDUCE);
   call.option("root", opts.rootRank).option("reduce_op", reduction(opts.reduceOp)).same(tensors);
-  return call.launch_predictable(opts.asyncOp, tensors, tensors, [opts](Backend& gloo, TensorList& hosts) {
+  return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.reduce(hosts, opts);
   });
 }
@@ -137,9 +129,12 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_allgather_base(
     const AllgatherOptions& opts) {
   CollectiveCall call(*this, "allgather_into_tensor", OpType::_ALLGATHER_BASE);
   call.same(input).same(output);
-  return call.launch_predictable(opts.asyncOp, {output}, {output, input}, [opts](Backend& gloo, TensorList& hosts) {
-    return gloo._allgather_base(hosts[0], hosts[1], opts);
-  });
+  return call.launch(
+      opts.asyncOp,
+      {output},
+      [host_output = call.view(output), host_input = call.view(input), opts](Backend& gloo) mutable {
+        return gloo._allgather_base(host_output, host_input, opts);
+      });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_coalesced(
@@ -230,9 +225,12 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_reduce_scatter_base(
     const ReduceScatterOptions& opts) {
   CollectiveCall call(*this, "reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE);
   call.option("reduce_op", reduction(opts.reduceOp)).same(output).same(input);
-  return call.launch_predictable(opts.asyncOp, {output}, {output, input}, [opts](Backend& gloo, TensorList& hosts) {
-    return gloo._reduce_scatter_base(hosts[0], hosts[1], opts);
-  });
+  return call.launch(
+      opts.asyncOp,
+      {output},
+      [host_output = call.view(output), host_input = call.view(input), opts](Backend& gloo) mutable {
+        return gloo._reduce_scatter_base(host_output, host_input, opts);
+      });
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall_base(

@@ -29,14 +29,11 @@
 // tensor shapes and dtypes) in one small gloo allgather (ArgumentAgreement.h):
 // gloo itself checks none of it, and a mismatch there hangs, corrupts, or
 // kills the process from a gloo thread. A mismatch raises on every rank,
-// naming each rank's arguments; a call predicted from the agreed history is
-// issued beside its agreement, or for a floating-point sum checked by its own
-// result (CallPrediction.h). An asynchronous collective agrees and launches
+// naming each rank's arguments. An asynchronous collective agrees and launches
 // on the group's launcher thread (CollectiveLauncher.h), so the call returns
 // at once. A failed collective names the peers that are no longer running.
 namespace c10d::openreg {
 
-class CallPrediction;
 class CollectiveCall;
 class CollectiveLauncher;
 class PeerProcesses;
@@ -130,8 +127,6 @@ class ProcessGroupOpenReg : public Backend {
 
   c10::intrusive_ptr<Backend> gloo_;
   std::shared_ptr<const PeerProcesses> peers_;
-  // The agreed calls' history; used by one launch at a time.
-  std::shared_ptr<CallPrediction> prediction_;
   // Destroyed first: its queued launches use gloo_ and peers_.
   std::unique_ptr<CollectiveLauncher> launcher_;
 };

@@ -1,9 +1,9 @@
 """Faults, each of which must raise a clear error on the ranks involved, never crash or hang.
 
 ``mismatch`` (2 ranks): arguments that differ across ranks, synchronously and asynchronously, and tensors
-on the wrong device; after each error the group still works. ``predicted`` (2 ranks): the same for calls issued
-on a prediction from the agreed history (a collective repeated a few times), whose results must still equal
-the CPU's. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
+on the wrong device; after each error the group still works. ``repeated`` (2 ranks): the same for a rank that
+leaves a collective repeated a few times, whose results must still equal the CPU's; every collective runs its
+argument agreement first. ``killed`` (3 ranks): rank 1 dies between two collectives; the others must
 fail within the group's timeout with an error naming rank 1. ``timeout`` (2 ranks): a ``wait(timeout=...)`` that
 runs out raises as gloo's does, and a later ``wait()`` completes the collective.
 """
@@ -91,9 +91,9 @@ def mismatch():
     dist.destroy_process_group()
 
 
-def predicted():
-    """Repeated collectives are issued beside their agreement; a rank that breaks the pattern must still get
-    the right result (every rank breaks it alike) or a ValueError on every rank (it alone does)."""
+def repeated():
+    """Repeated collectives give the CPU's results; a rank that breaks the pattern must still get the right
+    result (every rank breaks it alike) or a ValueError on every rank (it alone does)."""
     dist.init_process_group("orccl")
     world = dist.get_world_size()
 
@@ -111,25 +111,24 @@ def predicted():
         return ok
 
     report(case="repeated", equal=repeated_all_reduce(5) and repeated_all_reduce(5, async_op=True))
-    # Every rank breaks the prediction alike: the call is issued after its agreement, correctly.
-    report(case="all ranks differ from the prediction", equal=repeated_all_reduce(7, times=1))
-    report(case="prediction after the change", equal=repeated_all_reduce(7) and repeated_all_reduce(5))
+    # Every rank breaks the pattern alike: a correct call.
+    report(case="all ranks leave the pattern", equal=repeated_all_reduce(7, times=1))
+    report(case="repeated after the change", equal=repeated_all_reduce(7) and repeated_all_reduce(5))
     # One rank breaks it: an element count, a dtype of the same width (same bytes: gloo would not notice),
     # asynchronously; each raises on every rank, and the group stays usable.
     repeated_all_reduce(4)
-    expect_error("predicted numel", lambda: dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV)))
+    expect_error("repeated numel", lambda: dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV)))
     repeated_all_reduce(4)
-    expect_error("predicted dtype", lambda: dist.all_reduce(
+    expect_error("repeated dtype", lambda: dist.all_reduce(
         torch.ones(4, device=DEV, dtype=(torch.float32, torch.int32)[RANK])))
     repeated_all_reduce(4)
     work = dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV), async_op=True)
     future = work.get_future()
-    expect_error("predicted async numel", work.wait)
-    expect_error("predicted async numel future", future.wait)
+    expect_error("repeated async numel", work.wait)
+    expect_error("repeated async numel future", future.wait)
     report(case="after the errors", equal=repeated_all_reduce(4))
-    # Floating-point sums check themselves (docs/distributed.md): a replay marks the result with a NaN. Data that
-    # holds a NaN where the mark goes must give the CPU's result, not an error; a rank that leaves the predicted
-    # sum for another reduction must raise on every rank.
+    # Data holding a NaN gives the CPU's result, not an error; a rank that leaves a repeated sum for another
+    # reduction raises on every rank.
     ok = True
     for i in range(3):
         t = (torch.arange(5.0) + RANK + i).to(DEV)
@@ -139,32 +138,27 @@ def predicted():
         expected = sum(torch.arange(5.0) + r + i for r in range(world))
         expected[0] = float("nan")
         ok = ok and torch.equal(t.cpu().isnan(), expected.isnan()) and torch.equal(t.cpu()[1:], expected[1:])
-    report(case="data with a NaN where the mark goes", equal=ok)
-    # A predicted sum is one gloo work; an integer one still has its agreement's allgather beside it. The two
-    # alternate, so that each predicts the other.
-    for _ in range(3):
-        repeated_all_reduce(4, times=1)
-        repeated_all_reduce(4, times=1, dtype=torch.int64)
+    report(case="data with a NaN", equal=ok)
+    # Every collective, however often repeated, is its agreement's allgather and then gloo's all_reduce.
     with torch.profiler.profile() as profile:
         for _ in range(3):
             repeated_all_reduce(4, times=1)
             repeated_all_reduce(4, times=1, dtype=torch.int64)
     names = [event.name for event in profile.events()]
-    report(case="gloo works of six predicted calls", all_reduce=names.count("gloo:all_reduce"),
+    report(case="gloo works of six repeated calls", all_reduce=names.count("gloo:all_reduce"),
            all_gather=names.count("gloo:all_gather"))
     report(case="half and bfloat16 sums", equal=repeated_all_reduce(5, dtype=torch.float16)
            and repeated_all_reduce(5, dtype=torch.bfloat16))
     repeated_all_reduce(4)
-    expect_error("predicted reduction", lambda: dist.all_reduce(
+    expect_error("repeated reduction", lambda: dist.all_reduce(
         torch.ones(4, device=DEV), op=(dist.ReduceOp.SUM, dist.ReduceOp.MAX)[RANK]))
     report(case="after the reduction error", equal=repeated_all_reduce(4))
-    # A call gloo refuses (an output of the wrong size), repeated so that it is predicted: gloo's error each
-    # time, on every rank.
+    # A call gloo refuses (an output of the wrong size), repeated: gloo's error each time, on every rank.
     for i in range(3):
         expect_error(f"repeated refusal {i}", lambda: dist.all_gather_into_tensor(
             torch.empty(3, device=DEV), torch.ones(2, device=DEV)))
     report(case="after the refusals", equal=repeated_all_reduce(4))
-    # The other predicted collectives, against the CPU's arithmetic.
+    # Other repeated collectives, against the CPU's arithmetic.
     ok = True
     for i in range(3):
         src = torch.arange(6.0) * (i + 1)
@@ -187,8 +181,7 @@ def killed():
     timeout = datetime.timedelta(seconds=30)
     dist.init_process_group("orccl", timeout=timeout)
     t = torch.ones(1000, device=DEV)
-    for _ in range(3):  # the calls after the kill are issued on a prediction (docs/distributed.md)
-        dist.all_reduce(t)
+    dist.all_reduce(t)
     if RANK == 1:
         os._exit(17)
     start = time.monotonic()
@@ -219,4 +212,4 @@ def timed_out_wait():
     dist.destroy_process_group()
 
 
-{"mismatch": mismatch, "predicted": predicted, "killed": killed, "timeout": timed_out_wait}[sys.argv[1]]()
+{"mismatch": mismatch, "repeated": repeated, "killed": killed, "timeout": timed_out_wait}[sys.argv[1]]()
