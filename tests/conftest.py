@@ -5,6 +5,7 @@ settings are read once per process, so tests that need other values run a
 child interpreter through ``run_python``.
 """
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,25 @@ def run_python(code, timeout=120, **env):
         timeout=timeout,
         cwd=tempfile.gettempdir(),
     )
+
+
+def run_in_own_session(args, timeout, **popen_kwargs):
+    """Runs ``args`` in a session of its own; returns the CompletedProcess (output as text).
+
+    On a timeout the whole process group is killed, the program's children
+    too (spawned workers, a forkserver, the ranks a launcher started), so none
+    keeps the output pipes open, and the test fails with what was printed.
+    """
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **popen_kwargs
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"timed out after {timeout} s: {args}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
 
 
 def parse_key_values(stdout):

@@ -6,15 +6,12 @@ bit-identical. Every wait in the scripts has a timeout and every child is joined
 broken backend fails the test instead of hanging it.
 """
 
-import os
-import signal
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from conftest import check_ok, parse_key_values
+from conftest import check_ok, parse_key_values, run_in_own_session
 
 # Imported by every script: a spawned child must be able to import these helpers from a file.
 HELPERS = '''
@@ -45,24 +42,8 @@ def run_script(tmp_path, body, timeout=400):
     (tmp_path / "ipc_helpers.py").write_text(textwrap.dedent(HELPERS))
     script = tmp_path / "ipc_flow.py"
     script.write_text(textwrap.dedent(body))
-    # A session of its own: on a timeout the script's children (workers, the forkserver) are killed with it,
-    # so none keeps the output pipes open and the test fails instead of waiting for them.
-    with subprocess.Popen(
-        [sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        start_new_session=True,
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            pytest.fail(f"timed out after {timeout} s\nstdout:\n{stdout}\nstderr:\n{stderr}")
-    completed = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    return parse_key_values(check_ok(completed)), stdout + stderr
+    completed = run_in_own_session([sys.executable, str(script)], timeout, cwd=tmp_path)
+    return parse_key_values(check_ok(completed)), completed.stdout + completed.stderr
 
 
 @pytest.mark.slow

@@ -5,15 +5,13 @@ train with DDP over orccl as two CPU processes do over gloo. Runs only where lig
 dependency of torch_openreg)."""
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import check_ok, run_python
+from conftest import check_ok, run_in_own_session, run_python
 from distributed_launcher import RESULT_PREFIX, free_port
 
 L = pytest.importorskip("lightning", reason="lightning is not installed (pip install lightning to run this test)")
@@ -134,26 +132,10 @@ def run_lightning_ddp(accelerator, tmp_path, timeout=240):
     """Runs the DDP script as a user would (Lightning starts the second rank); {rank: result}."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), GLOO_SOCKET_IFNAME="lo")
     env.pop("LOCAL_RANK", None)
-    process = subprocess.Popen(
-        [sys.executable, str(DDP_SCRIPT), accelerator, "bf16-mixed"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # Lightning's rank 1 joins this group: one kill ends both
+    completed = run_in_own_session(
+        [sys.executable, str(DDP_SCRIPT), accelerator, "bf16-mixed"], timeout, cwd=tmp_path, env=env
     )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"Lightning DDP on {accelerator} did not end in {timeout} s:\n{output}")
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    output = completed.stdout + completed.stderr
     results = [json.loads(line[len(RESULT_PREFIX):]) for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
     assert len(results) == 2, output
     return {result["rank"]: result for result in results}
