@@ -89,7 +89,7 @@ def test_result_memory_is_the_devices_and_is_freed_with_the_tensor(op):
 
 
 def test_result_access_closes_with_the_call():
-    # The access the kernel wrote its result through is closed with the call's other accesses (HostView.h): once
+    # The access the kernel wrote its result through is closed with the call's other accesses (CpuAliases.h): once
     # the result is gone, its memory can go back to the device (orFree refuses memory with an open access).
     # 16 MiB: large enough for a segment of its own.
     a = b = torch.ones(1 << 22, device=DEVICE)

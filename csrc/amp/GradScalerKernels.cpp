@@ -17,6 +17,7 @@
 #include <ATen/ops/_amp_update_scale.h>
 
 #include "PrivateUse1NativeFunctions.h" // generated from csrc/aten/native_functions.yaml
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -54,7 +55,7 @@ void OpenRegNativeFunctions::_amp_foreach_non_finite_check_and_unscale_(
     check_on_openreg(check, grad, kUnscaleOp, "each of scaled_grads");
   }
   const DeviceCall call(kUnscaleOp, check.device());
-  HostCall views(call);
+  CpuAliases views(call);
   std::vector<at::Tensor> host_grads;
   host_grads.reserve(scaled_grads.size());
   for (const at::Tensor& grad : scaled_grads) {
@@ -76,7 +77,7 @@ at::Tensor& OpenRegNativeFunctions::_amp_update_scale_(
   check_on_openreg(check, growth_tracker, kUpdateScaleOp, "growth_tracker");
   check_on_openreg(check, found_inf, kUpdateScaleOp, "found_inf");
   const DeviceCall call(kUpdateScaleOp, check.device());
-  HostCall views(call);
+  CpuAliases views(call);
   at::Tensor host_scale = views.alias(current_scale);
   at::Tensor host_growth_tracker = views.alias(growth_tracker);
   at::_amp_update_scale_(

@@ -8,6 +8,7 @@
 #include <ATen/ops/abs_native.h>
 
 #include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -17,7 +18,7 @@ at::Tensor& OpenRegNativeFunctions::abs_out(const at::Tensor& self, at::Tensor& 
   if (!self.is_complex()) {
     return at::native::abs_out(self, out);
   }
-  HostCall host_call(call);
+  CpuAliases host_call(call);
   at::Tensor host_out = host_call.alias(out);
   at::native::abs_out(host_call.alias(self), host_out);
   host_call.write_back();

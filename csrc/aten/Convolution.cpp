@@ -7,8 +7,9 @@
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
-#include "aten/HostResultAllocator.h"
+#include "aten/CpuAllocationsOnDevice.h"
 
 namespace at::openreg {
 namespace {
@@ -25,7 +26,7 @@ at::Tensor convolution_overrideable(
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
   const DeviceCall call("aten::convolution_overrideable", input, weight, bias_tensor);
-  HostCall views(call);
+  CpuAliases views(call);
   // The output, and oneDNN's buffers with it, in device memory: no copy of
   // the output afterwards.
   const AllocateResultsOnDevice on_device;
@@ -54,7 +55,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups,
     std::array<bool, 3> output_mask) {
   const DeviceCall call("aten::convolution_backward_overrideable", grad_output, input, weight);
-  HostCall views(call);
+  CpuAliases views(call);
   // The bias gradient has one entry per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   const AllocateResultsOnDevice on_device;

@@ -7,7 +7,7 @@
 #include <ATen/ops/resize.h>
 #include <torch/library.h>
 
-#include "aten/HostView.h"
+#include "aten/CpuAliases.h"
 #include "aten/QuantizedTensors.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
@@ -56,7 +56,7 @@ bool can_copy_async(const at::Tensor& src, const at::Tensor& dst) {
 // quantized destination the source's parameters, and refuses quantized to
 // float, with the CPU's checks and messages.
 at::Tensor copy_quantized(const at::Tensor& self, const at::Tensor& dst, c10::Device device) {
-  HostViews views(device, "aten::_copy_from");
+  CpuAliases views(device, "aten::_copy_from");
   if (dst.is_cpu()) {
     dst.copy_(views.alias(self));
     // dst now holds the host view's quantizer, whose per-channel parameters
@@ -133,7 +133,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   // Everything else (dtype conversion, broadcasting, strides, lazy conj/neg)
   // is the CPU copy kernel's job, run on host views of the device memory.
-  HostViews views(device, "aten::_copy_from");
+  CpuAliases views(device, "aten::_copy_from");
   at::Tensor host_dst = dst.is_cpu() ? dst : views.alias(dst);
   const at::Tensor host_src = self.is_cpu() ? self : views.alias(self);
   host_dst.copy_(host_src);

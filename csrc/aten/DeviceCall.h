@@ -2,13 +2,10 @@
 
 #include <optional>
 #include <string_view>
-#include <type_traits>
 
 #include <ATen/core/Tensor.h>
 
 #include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
-#include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegGuard.h"
 
 namespace at::openreg {
@@ -22,7 +19,7 @@ namespace at::openreg {
 // `args`: the operator's arguments; tensors and optional tensors are checked
 // as inputs, Written{tensor} as an argument the operator writes (out=, the
 // self of an in-place operator), anything else is ignored. Passed variadically
-// so that no tensor is copied (see HostView.h for why copies cost the GIL).
+// so that no tensor is copied (see CpuAliases.h for why copies cost the GIL).
 class DeviceCall {
  public:
   template <typename... Args>
@@ -46,48 +43,6 @@ class DeviceCall {
   std::string_view op_;  // the operator's name, for errors
   c10::Device device_;
   c10::openreg::OpenRegGuard guard_;
-};
-
-// The host views of one DeviceCall (HostView.h), for a kernel that runs CPU
-// code on openreg memory: alias() maps a tensor, generator() the generator,
-// write_back() carries what the CPU code did to out= arguments back, and
-// to_device() maps a result.
-class HostCall {
- public:
-  explicit HostCall(const DeviceCall& call) : device_(call.device()), views_(device_, call.op()) {}
-
-  // An openreg tensor becomes its host view; CPU and undefined ones pass.
-  at::Tensor alias(const at::Tensor& tensor) {
-    return tensor.defined() && tensor.is_privateuseone() ? views_.alias(tensor) : tensor;
-  }
-
-  // Any argument: tensors become host views, the rest passes through.
-  template <typename T>
-  decltype(auto) argument(const T& value) {
-    if constexpr (std::is_same_v<T, at::Tensor>) {
-      return alias(value);
-    } else {
-      return (value);
-    }
-  }
-
-  // The CPU generator behind `generator` (the device's default one if none);
-  // a generator of another device raises, as on CUDA.
-  std::optional<at::Generator> generator(const std::optional<at::Generator>& generator) const {
-    return c10::openreg::host_generator_for(generator, device_);
-  }
-
-  void write_back() {
-    views_.write_back();
-  }
-
-  at::Tensor to_device(const at::Tensor& host_result) {
-    return views_.to_device(host_result);
-  }
-
- private:
-  c10::Device device_;
-  HostViews views_;
 };
 
 } // namespace at::openreg

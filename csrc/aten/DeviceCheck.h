@@ -56,7 +56,7 @@ struct Written {
 // checked as inputs, Written{tensor} as an output (undefined or absent ones
 // skipped), other arguments ignored. Variadic rather than a list of tensors so
 // that no argument is copied: a copy of a tensor only Python owns takes the
-// GIL (see HostView.h).
+// GIL (see CpuAliases.h).
 template <typename... Args>
 c10::Device common_device(std::string_view op_name, const Args&... args) {
   DeviceCheck check(op_name);

@@ -36,7 +36,7 @@
 #include <ATen/native/cpu/Loops.h>
 #include <ATen/native/cpu/Reduce.h>
 
-#include "aten/HostView.h"
+#include "aten/HostAddresses.h"
 
 namespace at::openreg {
 namespace {

@@ -29,8 +29,9 @@
 #include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
-#include "aten/HostResultAllocator.h"
+#include "aten/CpuAllocationsOnDevice.h"
 
 
 namespace at::openreg {
@@ -72,7 +73,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
     double p,
     std::optional<bool> train) {
   const DeviceCall call("aten::native_dropout", input);
-  HostCall views(call);
+  CpuAliases views(call);
   const at::Tensor host_input = views.alias(input);
   const AllocateResultsOnDevice on_device;
   at::Tensor output;
@@ -99,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   const DeviceCall call("aten::native_dropout_backward", grad, mask);
-  HostCall views(call);
+  CpuAliases views(call);
   const AllocateResultsOnDevice on_device;
   const at::Tensor host_grad = views.alias(grad);
   const at::Tensor host_mask = views.alias(mask);

@@ -1,5 +1,5 @@
 // The CPU fallback: every operator without an openreg kernel runs its CPU
-// kernel directly on device memory (HostExecution.h, HostView.h), after the
+// kernel directly on device memory (FallbackPipeline.h, CpuAliases.h), after the
 // same device checks CUDA makes, so a tensor left on the CPU is still an
 // error. This file registers it: for every operator (the backend fallback),
 // for the operators whose PrivateUse1 default is not the CPU's kernel, and the
@@ -24,7 +24,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
+#include "aten/FallbackPipeline.h"
 #include "aten/OperatorPolicy.h"
 
 namespace at::openreg {

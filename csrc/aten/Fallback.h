@@ -8,7 +8,7 @@ class OperatorHandle;
 
 namespace at::openreg {
 
-// The CPU fallback for dense openreg tensors (HostExecution.h), in the form
+// The CPU fallback for dense openreg tensors (FallbackPipeline.h), in the form
 // registered for PrivateUse1: also what a kernel calls to hand one call to the
 // host (Median.cpp).
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -30,6 +30,7 @@
 #include <ATen/ops/zero_native.h>
 
 #include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -41,7 +42,7 @@ using OptionalGenerator = std::optional<at::Generator>;
 template <typename Fill>
 at::Tensor& fill_on_host(std::string_view op, at::Tensor& self, const Fill& fill) {
   const DeviceCall call(op, self);
-  HostCall views(call);
+  CpuAliases views(call);
   fill(views, views.alias(self));
   return self;
 }
@@ -51,7 +52,7 @@ at::Tensor& fill_on_host(std::string_view op, at::Tensor& self, const Fill& fill
 template <typename Fill, typename... Tensors>
 at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, const Tensors&... inputs) {
   const DeviceCall call(op, inputs..., out);
-  HostCall views(call);
+  CpuAliases views(call);
   at::Tensor host_out = views.alias(out);
   fill(views, host_out);
   views.write_back();
@@ -63,7 +64,7 @@ at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, 
 // The kernels, registered from csrc/aten/native_functions.yaml.
 
 at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Scalar& value) {
-  return fill_on_host("aten::fill_.Scalar", self, [&](HostCall&, at::Tensor host) {
+  return fill_on_host("aten::fill_.Scalar", self, [&](CpuAliases&, at::Tensor host) {
     at::native::fill_(host, value);
   });
 }
@@ -71,86 +72,86 @@ at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Scalar& va
 // `value` may be a 0-dim CPU tensor, as on CUDA.
 at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Tensor& value) {
   const DeviceCall device_call("aten::fill_.Tensor", self, value);
-  HostCall call(device_call);
+  CpuAliases call(device_call);
   at::Tensor host = call.alias(self);
   at::native::fill_(host, call.alias(value));
   return self;
 }
 
 at::Tensor& OpenRegNativeFunctions::zero_(at::Tensor& self) {
-  return fill_on_host("aten::zero_", self, [](HostCall&, at::Tensor host) { at::native::zero_(host); });
+  return fill_on_host("aten::zero_", self, [](CpuAliases&, at::Tensor host) { at::native::zero_(host); });
 }
 
 at::Tensor& OpenRegNativeFunctions::normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
-  return fill_on_host("aten::normal_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::normal_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::normal_(host, mean, std, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::uniform_(at::Tensor& self, double from, double to, OptionalGenerator gen) {
-  return fill_on_host("aten::uniform_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::uniform_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::uniform_(host, from, to, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, OptionalGenerator gen) {
-  return fill_on_host("aten::random_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::random_(host, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t to, OptionalGenerator gen) {
-  return fill_on_host("aten::random_.to", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_.to", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::random_(host, to, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
-  return fill_on_host("aten::random_.from", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::random_.from", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::random_(host, from, to, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::bernoulli_(at::Tensor& self, double p, OptionalGenerator gen) {
-  return fill_on_host("aten::bernoulli_.float", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::bernoulli_.float", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::bernoulli_(host, p, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::bernoulli_(at::Tensor& self, const at::Tensor& p, OptionalGenerator gen) {
   const DeviceCall device_call("aten::bernoulli_.Tensor", self, p);
-  HostCall call(device_call);
+  CpuAliases call(device_call);
   at::Tensor host = call.alias(self);
   at::native::bernoulli_(host, call.alias(p), call.generator(gen));
   return self;
 }
 
 at::Tensor& OpenRegNativeFunctions::bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::bernoulli.out", out, [&](HostCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::bernoulli.out", out, [&](CpuAliases& call, at::Tensor& host_out) {
     at::native::bernoulli_out(call.alias(self), call.generator(gen), host_out);
   }, self);
 }
 
 at::Tensor& OpenRegNativeFunctions::exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
-  return fill_on_host("aten::exponential_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::exponential_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::exponential_(host, lambd, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::cauchy_(at::Tensor& self, double median, double sigma, OptionalGenerator gen) {
-  return fill_on_host("aten::cauchy_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::cauchy_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::cauchy_(host, median, sigma, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::log_normal_(at::Tensor& self, double mean, double std, OptionalGenerator gen) {
-  return fill_on_host("aten::log_normal_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::log_normal_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::log_normal_(host, mean, std, call.generator(gen));
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::geometric_(at::Tensor& self, double p, OptionalGenerator gen) {
-  return fill_on_host("aten::geometric_", self, [&](HostCall& call, at::Tensor host) {
+  return fill_on_host("aten::geometric_", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::geometric_(host, p, call.generator(gen));
   });
 }
@@ -159,13 +160,13 @@ at::Tensor& OpenRegNativeFunctions::geometric_(at::Tensor& self, double p, Optio
 // their output on the device as the CPU's functional kernels do (contiguous,
 // the broadcast shape), then run the out= kernel.
 at::Tensor& OpenRegNativeFunctions::normal_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_float_out", out, [&](HostCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::normal.Tensor_float_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
     at::native::normal_out(call.alias(mean), std, call.generator(gen), host_out);
   }, mean);
 }
 
 at::Tensor& OpenRegNativeFunctions::normal_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.float_Tensor_out", out, [&](HostCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::normal.float_Tensor_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
     at::native::normal_out(mean, call.alias(std), call.generator(gen), host_out);
   }, std);
 }
@@ -175,7 +176,7 @@ at::Tensor& OpenRegNativeFunctions::normal_out(
     const at::Tensor& std,
     OptionalGenerator gen,
     at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](HostCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
     at::native::normal_out(call.alias(mean), call.alias(std), call.generator(gen), host_out);
   }, mean, std);
 }
@@ -199,19 +200,19 @@ at::Tensor OpenRegNativeFunctions::normal(const at::Tensor& mean, const at::Tens
 }
 
 at::Tensor& OpenRegNativeFunctions::randperm_out(int64_t n, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::randperm.generator_out", out, [&](HostCall& call, at::Tensor& host_out) {
+  return out_on_host("aten::randperm.generator_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
     at::native::randperm_out_cpu(n, call.generator(gen), host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  return out_on_host("aten::arange.start_out", out, [&](HostCall&, at::Tensor& host_out) {
+  return out_on_host("aten::arange.start_out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::arange_out(start, end, step, host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
-  return out_on_host("aten::linspace.out", out, [&](HostCall&, at::Tensor& host_out) {
+  return out_on_host("aten::linspace.out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::linspace_out(start, end, steps, host_out);
   });
 }
@@ -222,19 +223,19 @@ at::Tensor& OpenRegNativeFunctions::logspace_out(
     int64_t steps,
     double base,
     at::Tensor& out) {
-  return out_on_host("aten::logspace.out", out, [&](HostCall&, at::Tensor& host_out) {
+  return out_on_host("aten::logspace.out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::logspace_out(start, end, steps, base, host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, at::Tensor& out) {
-  return out_on_host("aten::eye.out", out, [&](HostCall&, at::Tensor& host_out) {
+  return out_on_host("aten::eye.out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, int64_t m, at::Tensor& out) {
-  return out_on_host("aten::eye.m_out", out, [&](HostCall&, at::Tensor& host_out) {
+  return out_on_host("aten::eye.m_out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::eye_out_cpu(n, m, host_out);
   });
 }

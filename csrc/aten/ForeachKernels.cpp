@@ -40,6 +40,7 @@
 #include <ATen/native/ForeachUtils.h>
 #include <torch/library.h>
 
+#include "aten/HostAddresses.h"
 #include "aten/StubOperators.h"
 
 namespace at::openreg {

@@ -32,8 +32,9 @@
 #include <torch/library.h>
 
 #include "TorchCompat.h"
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
-#include "aten/HostResultAllocator.h"
+#include "aten/CpuAllocationsOnDevice.h"
 
 namespace at::openreg {
 namespace {
@@ -127,7 +128,7 @@ AttentionOutputs fused_attention_overrideable(
   TORCH_CHECK_NOT_IMPLEMENTED(!return_debug_mask, "openreg: ", kForward, " has no debug attention mask");
   const at::Tensor bias = attn_bias.value_or(at::Tensor());
   const DeviceCall call(kForward, query, key, value, bias);
-  HostCall views(call);
+  CpuAliases views(call);
   const AllocateResultsOnDevice on_device;
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       views.alias(query), views.alias(key), views.alias(value), dropout_p, is_causal, present(views.alias(bias)), scale);
@@ -195,7 +196,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_overr
   TORCH_CHECK_NOT_IMPLEMENTED(
       dropout_p == 0.0, "openreg: ", kBackward, " has no dropout (got dropout_p=", dropout_p, ")");
   const DeviceCall call(kBackward, grad_out, query, key, value, attn_bias, out, logsumexp);
-  HostCall views(call);
+  CpuAliases views(call);
   const AllocateResultsOnDevice on_device;
   const at::Tensor host_grad_out = views.alias(grad_out);
   const at::Tensor host_query = views.alias(query);

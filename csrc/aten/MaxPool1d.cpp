@@ -11,6 +11,7 @@
 #include <ATen/ops/max_pool1d_native.h>
 #include <torch/library.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -29,7 +30,7 @@ at::Tensor max_pool1d(
     return at::native::max_pool1d(self, kernel_size, stride, padding, dilation, ceil_mode);
   }
   const DeviceCall call("aten::max_pool1d", self);
-  HostCall views(call);
+  CpuAliases views(call);
   // The host alias records no gradient, so the CPU composite takes its own kernel.
   return views.to_device(at::max_pool1d(views.alias(self), kernel_size, stride, padding, dilation, ceil_mode));
 }

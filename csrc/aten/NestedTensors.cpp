@@ -3,14 +3,15 @@
 // PyTorch registers most nested-tensor kernels for NestedTensorCPU and
 // NestedTensorCUDA only, so an openreg nested tensor finds no kernel. Every
 // such operator runs its NestedTensorCPU kernel through the zero-copy
-// fallback (HostViews maps nested tensors, see NestedHostViews.cpp): results
+// fallback (CpuAliases maps nested tensors, see NestedCpuAliases.cpp): results
 // and argument checks are the CPU's.
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
+#include "aten/CpuAliases.h"
+#include "aten/FallbackPipeline.h"
 
 namespace at::openreg {
 namespace {

@@ -36,7 +36,7 @@ struct OperatorPolicy {
   // bits: every call reads it.)
   c10::SmallVector<bool, 8> written_arguments;
   // Any of them: without, a CPU kernel changes no argument's metadata or
-  // storage, and the fallback skips the write-back (HostViews::write_back).
+  // storage, and the fallback skips the write-back (CpuAliases::write_back).
   bool writes_arguments = false;
   // The result's size depends on the input's values, which a real device
   // must send to the host first (sync debug mode reports it).
@@ -47,7 +47,7 @@ struct OperatorPolicy {
   // A functional operator tagged pointwise, or batch normalization: its CPU
   // kernel allocates nothing but its results and per-call temporaries (no
   // caches), so on dense tensors the fallback lets it allocate them in device
-  // memory (HostResultAllocator.h).
+  // memory (CpuAllocationsOnDevice.h).
   bool allocates_only_results = false;
 };
 

@@ -11,7 +11,7 @@
 //     kernels (the ones QuantizedCUDA registers), or openreg's own where they
 //     allocate, since PyTorch's allocate for CPU and CUDA only;
 //   - compute (dequantize, int_repr, index_select, relu, ...): the CPU's
-//     QuantizedCPU kernel on host views (HostExecution.h; QuantizedHostViews.cpp
+//     QuantizedCPU kernel on host views (FallbackPipeline.h; QuantizedCpuAliases.cpp
 //     maps quantized tensors and their quantizers), so results are the CPU's;
 //   - everything else raises NotImplementedError naming the operator and
 //     openreg, where CUDA raises for want of a QuantizedCUDA kernel.
@@ -45,7 +45,7 @@
 #include <ATen/quantized/QTensorImpl.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
+#include "aten/FallbackPipeline.h"
 #include "aten/OperatorPolicy.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegFunctions.h"

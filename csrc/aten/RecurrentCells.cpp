@@ -10,6 +10,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -17,7 +18,7 @@ namespace {
 
 // Input and hidden gate pre-activations on the host, biases added if given.
 std::pair<at::Tensor, at::Tensor> host_gates(
-    HostCall& views,
+    CpuAliases& views,
     const at::Tensor& input_gates,
     const at::Tensor& hidden_gates,
     const std::optional<at::Tensor>& input_bias,
@@ -41,7 +42,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
   const DeviceCall call("aten::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias);
-  HostCall views(call);
+  CpuAliases views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto gates = (igates + hgates).chunk(4, 1);
   const at::Tensor in = gates[0].sigmoid();
@@ -62,7 +63,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
     const at::Tensor& workspace,
     bool has_bias) {
   const DeviceCall call("aten::_thnn_fused_lstm_cell_backward_impl", grad_hy, grad_cy, cx, cy, workspace);
-  HostCall views(call);
+  CpuAliases views(call);
   const auto gates = views.alias(workspace).chunk(4, 1);
   const at::Tensor& in = gates[0];
   const at::Tensor& forget = gates[1];
@@ -98,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
     const std::optional<at::Tensor>& input_bias,
     const std::optional<at::Tensor>& hidden_bias) {
   const DeviceCall call("aten::_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias);
-  HostCall views(call);
+  CpuAliases views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
   const auto ig = igates.chunk(3, 1);
   const auto hg = hgates.chunk(3, 1);
@@ -116,7 +117,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     const at::Tensor& workspace,
     bool has_bias) {
   const DeviceCall call("aten::_thnn_fused_gru_cell_backward", grad_hy, workspace);
-  HostCall views(call);
+  CpuAliases views(call);
   const auto parts = views.alias(workspace).chunk(5, 1);
   const at::Tensor& reset = parts[0];
   const at::Tensor& update = parts[1];

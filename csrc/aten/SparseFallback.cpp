@@ -1,13 +1,13 @@
 // The CPU fallback for sparse openreg tensors: every operator on the
 // SparsePrivateUse1 (COO) and SparseCsrPrivateUse1 (CSR/CSC/BSR/BSC) keys
 // without an openreg kernel runs its SparseCPU / SparseCsrCPU kernel through
-// the same pipeline as dense tensors (HostExecution.h), whose host views
+// the same pipeline as dense tensors (FallbackPipeline.h), whose host views
 // assemble a CPU sparse tensor from the host views of the device components
-// (SparseHostViews.cpp). This file registers it.
+// (SparseCpuAliases.cpp). This file registers it.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
+#include "aten/FallbackPipeline.h"
 
 namespace at::openreg {
 namespace {

@@ -20,7 +20,7 @@
 // could round differently. Through the fallback the meta function sees host
 // views, which are CPU tensors, so the CPU's rule applies as is. The CPU
 // kernel allocates the result, and the iterator's converted copies, in
-// device memory (HostResultAllocator.h), so the result reaches the device
+// device memory (CpuAllocationsOnDevice.h), so the result reaches the device
 // without a copy.
 //
 // The operators are found in the dispatcher, so that a PyTorch update adding
@@ -35,8 +35,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "aten/HostExecution.h"
-#include "aten/HostResultAllocator.h"
+#include "aten/FallbackPipeline.h"
+#include "aten/CpuAllocationsOnDevice.h"
 
 namespace at::openreg {
 namespace {
@@ -81,7 +81,7 @@ void run_iterator_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stac
 } // namespace
 
 void route_structured_iterator_defaults() {
-  install_host_result_allocator();
+  replace_cpu_allocator();
   static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {

@@ -7,7 +7,9 @@
 #include <ATen/native/Resize.h>
 #include <c10/util/MaybeOwned.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
+#include "aten/HostAddresses.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 
 namespace at::openreg {
@@ -35,9 +37,9 @@ class StructuredKernel final : public Op::Native {
   using Native = typename Op::Native;
 
   // `out`: the out= tensor, `self` for an in-place call, undefined for a
-  // functional call; borrowed (see HostView.h for why no reference is taken).
+  // functional call; borrowed (see CpuAliases.h for why no reference is taken).
   // `call`: the host views, for HostOutput.
-  explicit StructuredKernel(const at::Tensor& out, HostCall* call = nullptr)
+  explicit StructuredKernel(const at::Tensor& out, CpuAliases* call = nullptr)
       : call_(call), device_out_(c10::MaybeOwned<at::Tensor>::borrowed(out)) {
     if constexpr (HostOutput) {
       host_out_ = call->alias(out);
@@ -201,7 +203,7 @@ class StructuredKernel final : public Op::Native {
     }
   }
 
-  HostCall* call_;
+  CpuAliases* call_;
   bool direct_ = false;
   c10::MaybeOwned<at::Tensor> device_out_;
   at::Tensor host_out_;  // the host views' output

@@ -26,6 +26,7 @@
 // with its own.
 #include <torch/library.h>
 
+#include "aten/HostAddresses.h"
 #include "aten/StubOperators.h"
 
 namespace at::openreg {

@@ -23,7 +23,9 @@
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/tanh_native.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
+#include "aten/HostAddresses.h"
 #include "aten/StructuredKernel.h"
 
 namespace at::openreg {
@@ -84,7 +86,7 @@ OPENREG_OPERATOR(leaky_relu, structured_leaky_relu_out, true, true, "aten::leaky
 // done. `out` is the out= tensor, `self` for in-place, undefined for
 // functional; returns the openreg result. The direct path reaches memory
 // through `addresses`, which a foreach kernel shares across its tensors; the
-// host path closes them first (HostViews launches and opens on its own).
+// host path closes them first (CpuAliases launches and opens on its own).
 template <typename Op, typename... Rest>
 c10::MaybeOwned<at::Tensor> run_stub(
     const DeviceCall& call,
@@ -118,7 +120,7 @@ c10::MaybeOwned<at::Tensor> run_stub(
   // common dtype becomes contiguous), which the direct attempt, over the
   // uncast inputs, could not see. That attempt left `out` untouched.
   addresses.close();
-  HostCall host_call(call);
+  CpuAliases host_call(call);
   StructuredKernel<Op, /*HostOutput=*/true> host(out, &host_call);
   const at::Tensor host_self = host_call.alias(self);
   host.meta(host_self, host_call.argument(rest)...);

@@ -7,6 +7,7 @@
 #include <ATen/ops/sum_native.h>
 
 #include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 #include "aten/StructuredKernel.h"
 
@@ -25,7 +26,7 @@ c10::MaybeOwned<at::Tensor> sum_on_host(
     bool keepdim,
     std::optional<c10::ScalarType> dtype) {
   const DeviceCall call(name, self, Written{out});
-  HostCall host_call(call);
+  CpuAliases host_call(call);
   StructuredKernel<sum_op, /*HostOutput=*/true> kernel(out, &host_call);
   const at::Tensor host_self = host_call.alias(self);
   kernel.meta(host_self, dim, keepdim, dtype);

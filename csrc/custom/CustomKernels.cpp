@@ -2,7 +2,7 @@
 // the code generated from torch_openreg/ops/operators.yaml.
 //
 // An openreg kernel runs the CPU kernel on host views of its arguments
-// (HostCall): device memory is never read through a device address. The
+// (CpuAliases): device memory is never read through a device address. The
 // out= kernels call write_back(), which carries a resize of `out` back to the
 // openreg tensor.
 #include <string_view>
@@ -12,6 +12,7 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/tanh.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
 namespace at::openreg {
@@ -64,14 +65,14 @@ at::Tensor& scaled_tanh_out_cpu(const at::Tensor& self, double scale, at::Tensor
 
 at::Tensor custom_abs_openreg(const at::Tensor& self) {
   const DeviceCall call("openreg::custom_abs", self);
-  HostCall views(call);
+  CpuAliases views(call);
   return views.to_device(custom_abs_cpu(views.alias(self)));
 }
 
 at::Tensor& custom_abs_out_openreg(const at::Tensor& self, at::Tensor& out) {
   const DeviceCall call("openreg::custom_abs.out", self, Written{out});
   check_out(call.op(), self, out, c10::toRealValueType(self.scalar_type()));
-  HostCall views(call);
+  CpuAliases views(call);
   at::Tensor host_out = views.alias(out);
   custom_abs_out_cpu(views.alias(self), host_out);
   views.write_back();
@@ -81,7 +82,7 @@ at::Tensor& custom_abs_out_openreg(const at::Tensor& self, at::Tensor& out) {
 at::Tensor scaled_tanh_openreg(const at::Tensor& self, double scale) {
   const DeviceCall call("openreg::scaled_tanh", self);
   check_floating(call.op(), self);
-  HostCall views(call);
+  CpuAliases views(call);
   return views.to_device(scaled_tanh_cpu(views.alias(self), scale));
 }
 
@@ -89,7 +90,7 @@ at::Tensor& scaled_tanh_out_openreg(const at::Tensor& self, double scale, at::Te
   const DeviceCall call("openreg::scaled_tanh.out", self, Written{out});
   check_floating(call.op(), self);
   check_out(call.op(), self, out, self.scalar_type());
-  HostCall views(call);
+  CpuAliases views(call);
   at::Tensor host_out = views.alias(out);
   scaled_tanh_out_cpu(views.alias(self), scale, host_out);
   views.write_back();

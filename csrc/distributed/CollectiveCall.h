@@ -10,7 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "aten/DeviceCheck.h"
-#include "aten/HostView.h"
+#include "aten/CpuAliases.h"
 #include "distributed/ArgumentAgreement.h"
 #include "distributed/CollectiveLauncher.h"
 #include "distributed/OpenRegWork.h"
@@ -215,7 +215,7 @@ class CollectiveCall {
   OpType type_;
   at::openreg::DeviceCheck check_{op_};
   CallSignature signature_;
-  std::optional<at::openreg::HostViews> views_;
+  std::optional<at::openreg::CpuAliases> views_;
   TensorList host_views_;
   std::optional<std::string> refusal_;
 };

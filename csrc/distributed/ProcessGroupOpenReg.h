@@ -14,7 +14,7 @@
 // openreg device memory is host memory behind a protected mapping, so a
 // collective needs no staging copy: each openreg tensor becomes a CPU tensor
 // over the runtime's host view of the same bytes (a scoped access, see
-// aten/HostView.h), and gloo reads and writes those views. The wheel ships no
+// aten/CpuAliases.h), and gloo reads and writes those views. The wheel ships no
 // gloo headers, so gloo is held as a plain c10d::Backend, created in Python
 // (torch.distributed.ProcessGroupGloo) and handed in.
 //

@@ -14,7 +14,7 @@
 #include "aten/StructuredDefaults.h"
 #include "python/MemorySnapshot.h"
 #include "distributed/ProcessGroupOpenRegPython.h"
-#include "inductor/HostKernelCall.h"
+#include "inductor/CompiledKernelCall.h"
 #include "aten/FallbackControls.h"
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
@@ -289,8 +289,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_release_reference", &py_ipc_release_reference);
   m.def("_ipc_collect", &py_ipc_collect);
   m.add_object(
-      at::openreg::host_kernel_call_method.ml_name,
-      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::host_kernel_call_method, nullptr, m.ptr())));
+      at::openreg::compiled_kernel_call_method.ml_name,
+      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::compiled_kernel_call_method, nullptr, m.ptr())));
   m.def("_range_push", &py_range_push);
   m.def("_range_pop", &py_range_pop);
 }

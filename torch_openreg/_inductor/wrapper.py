@@ -5,7 +5,7 @@ the caching allocator), runs extern kernels (``extern_kernels.mm`` and friends:
 eager openreg operators) and calls the generated C++ kernels. Only the last
 differs from the CPU's wrapper: a C++ kernel dereferences the pointers it gets,
 and an openreg tensor's pointer is a device address, so every call goes through
-``call_on_host(kernel, *args)`` (``csrc/inductor/HostKernelCall.cpp``), which
+``call_on_host(kernel, *args)`` (``csrc/inductor/CompiledKernelCall.cpp``), which
 hands the kernel host views of the memory for exactly the call's duration, in
 the current stream's order. ``TORCH_LOGS=output_code`` shows these calls.
 """
@@ -18,7 +18,7 @@ _DEVICE = "openreg"
 _CALL_ON_HOST = "call_on_host"
 
 
-class _HostKernelCalls:
+class _CompiledKernelCalls:
     """What the openreg wrappers (graph and subgraph) change in Inductor's."""
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
@@ -31,7 +31,7 @@ class _HostKernelCalls:
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
 
 
-class OpenRegPythonWrapperCodegen(_HostKernelCalls, PythonWrapperCodegen):
+class OpenRegPythonWrapperCodegen(_CompiledKernelCalls, PythonWrapperCodegen):
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if config.triton.cudagraphs:
@@ -52,6 +52,6 @@ class OpenRegPythonWrapperCodegen(_HostKernelCalls, PythonWrapperCodegen):
         self.imports.writeline(f"from torch_openreg._C import _call_on_host as {_CALL_ON_HOST}")
 
 
-class OpenRegSubgraphPythonWrapperCodegen(_HostKernelCalls, SubgraphPythonWrapperCodegen):
+class OpenRegSubgraphPythonWrapperCodegen(_CompiledKernelCalls, SubgraphPythonWrapperCodegen):
     """Subgraphs (torch.cond, while_loop bodies, graph partitions) are written
     into their parent's module, whose header has the import."""

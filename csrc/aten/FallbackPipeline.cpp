@@ -1,13 +1,14 @@
-#include "aten/HostExecution.h"
+#include "aten/FallbackPipeline.h"
 
 #include <optional>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 #include "aten/FallbackControls.h"
-#include "aten/HostResultAllocator.h"
+#include "aten/CpuAllocationsOnDevice.h"
 #include "aten/IValueTensors.h"
 #include "aten/OperatorPolicy.h"
 #include "runtime/OpenRegGenerator.h"
@@ -83,8 +84,8 @@ c10::Device check_devices(const OperatorPolicy& policy, const torch::jit::Stack&
   return check.device();
 }
 
-// An argument's host counterpart; `written` as in HostViews::alias.
-at::Tensor host_argument(HostViews& views, const at::Tensor& t, bool written) {
+// An argument's host counterpart; `written` as in CpuAliases::alias.
+at::Tensor host_argument(CpuAliases& views, const at::Tensor& t, bool written) {
   if (!t.defined() || !t.is_privateuseone()) {
     return t;
   }
@@ -145,7 +146,7 @@ void run_on_host(
     return;
   }
 
-  // The arguments replaced by host views stay alive here: HostViews borrows
+  // The arguments replaced by host views stay alive here: CpuAliases borrows
   // the openreg tensors, and the stack may have held their only reference.
   c10::SmallVector<c10::IValue, 8> arguments;
   c10::SmallVector<size_t, 8> positions;  // their indices in the schema
@@ -160,7 +161,7 @@ void run_on_host(
       positions.push_back(i);
     }
   }
-  HostViews views(call.device(), policy.name);
+  CpuAliases views(call.device(), policy.name);
   // Their storages open with one batched access. (A Tensor?[] hands out its
   // tensors as copies, which cannot be pointed at: alias() opens those.)
   c10::SmallVector<const at::Tensor*, 8> tensors;

@@ -1,4 +1,4 @@
-"""The fallback's host views are reused from call to call (csrc/aten/HostViewPool.h).
+"""The fallback's host views are reused from call to call (csrc/aten/CpuAliasPool.h).
 
 Each thread keeps the CPU tensors the fallback wraps device memory in, and hands them out again on later calls, so
 nothing one call left on a view may show in the next: not its sizes, strides, offset, dtype, version or
@@ -15,14 +15,14 @@ from conftest import DEVICE, assert_same, make_cpu
 _stash = []
 
 
-@torch.library.custom_op("host_view_pool_test::stash", mutates_args=(), device_types="cpu")
+@torch.library.custom_op("cpu_alias_pool_test::stash", mutates_args=(), device_types="cpu")
 def stash(x: torch.Tensor) -> torch.Tensor:
     """Keeps the CPU tensor its kernel was given (the fallback's host view on openreg)."""
     _stash.append(x)
     return x.clone()
 
 
-@torch.library.custom_op("host_view_pool_test::describe", mutates_args=(), device_types="cpu")
+@torch.library.custom_op("cpu_alias_pool_test::describe", mutates_args=(), device_types="cpu")
 def describe(x: torch.Tensor) -> torch.Tensor:
     """What the kernel sees of its argument, as a tensor of the argument's device."""
     facts = [int(x.requires_grad), int(x.is_conj()), int(x.is_neg()), x.storage_offset(), x.dim()]
@@ -30,13 +30,13 @@ def describe(x: torch.Tensor) -> torch.Tensor:
     return torch.tensor(facts, dtype=torch.int64)
 
 
-@torch.library.custom_op("host_view_pool_test::version", mutates_args=(), device_types="cpu")
+@torch.library.custom_op("cpu_alias_pool_test::version", mutates_args=(), device_types="cpu")
 def version(x: torch.Tensor) -> torch.Tensor:
     """The version of the tensor the kernel got: 0 for a host view, which counts only the call's own writes."""
     return torch.tensor(x._version)
 
 
-@torch.library.custom_op("host_view_pool_test::bump", mutates_args=("x",), device_types="cpu")
+@torch.library.custom_op("cpu_alias_pool_test::bump", mutates_args=("x",), device_types="cpu")
 def bump(x: torch.Tensor) -> None:
     """Writes its argument in place, which bumps the version of the tensor the kernel got."""
     x.add_(1)
@@ -192,7 +192,7 @@ def test_a_call_with_views_on_two_devices_closes_all_their_accesses():
 
 
 def test_fresh_results_are_device_tensors_like_any_other():
-    # A result the CPU kernel allocated in device memory becomes the device tensor itself (HostView.h).
+    # A result the CPU kernel allocated in device memory becomes the device tensor itself (CpuAliases.h).
     a, b = make_cpu((4, 5), torch.float32, seed=1), make_cpu((4, 5), torch.float32, seed=2)
     ad, bd = a.to(DEVICE), b.to(DEVICE)
     before = torch.openreg.memory_allocated()

@@ -1,9 +1,9 @@
-#include "aten/HostViewPool.h"
+#include "aten/CpuAliasPool.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/TensorImpl.h>
 
-#include "aten/HostView.h"
+#include "aten/CpuAliases.h"
 
 namespace at::openreg {
 
@@ -14,22 +14,22 @@ bool held_once(c10::StorageImpl* storage) {
   return once;
 }
 
-HostViewPool& HostViewPool::for_this_thread() {
-  thread_local HostViewPool pool;
+CpuAliasPool& CpuAliasPool::for_this_thread() {
+  thread_local CpuAliasPool pool;
   return pool;
 }
 
-HostViewPool::~HostViewPool() {
-  for (PooledHostView& view : views_) {
+CpuAliasPool::~CpuAliasPool() {
+  for (PooledCpuAlias& view : views_) {
     delete view.access;
   }
 }
 
-bool HostViewPool::usable() {
+bool CpuAliasPool::usable() {
   return !c10::InferenceMode::is_enabled();
 }
 
-PooledHostView HostViewPool::take(caffe2::TypeMeta dtype) {
+PooledCpuAlias CpuAliasPool::take(caffe2::TypeMeta dtype) {
   if (views_.empty()) {
     c10::Storage storage(
         c10::Storage::use_byte_size_t(),
@@ -40,9 +40,9 @@ PooledHostView HostViewPool::take(caffe2::TypeMeta dtype) {
     at::Tensor tensor =
         at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), dtype);
     keys_ = tensor.key_set();
-    return {std::move(tensor), new HostAccess()};
+    return {std::move(tensor), new ScopedHostAccess()};
   }
-  PooledHostView view = std::move(views_.back());
+  PooledCpuAlias view = std::move(views_.back());
   views_.pop_back();
   c10::TensorImpl* impl = view.tensor.unsafeGetTensorImpl();
   if (impl->dtype() != dtype) {
@@ -51,7 +51,7 @@ PooledHostView HostViewPool::take(caffe2::TypeMeta dtype) {
   return view;
 }
 
-bool HostViewPool::reusable(const at::Tensor& tensor, const HostAccess* access) const {
+bool CpuAliasPool::reusable(const at::Tensor& tensor, const ScopedHostAccess* access) const {
   const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
   if (tensor.use_count() != 1 || tensor.weak_use_count() != 1 || impl->key_set() != keys_ ||
       impl->pyobj_slot()->load_pyobj() != nullptr || impl->is_wrapped_number() ||
@@ -64,12 +64,12 @@ bool HostViewPool::reusable(const at::Tensor& tensor, const HostAccess* access) 
     return false;
   }
   // Another deleter or context: the kernel replaced the DataPtr (it grew
-  // the storage), and the context HostViews installed is gone with it.
+  // the storage), and the context CpuAliases installed is gone with it.
   const c10::DataPtr& data = storage->data_ptr();
   return data.get_deleter() == &close_pooled_host_access && data.get_context() == access;
 }
 
-void HostViewPool::give(PooledHostView view) noexcept {
+void CpuAliasPool::give(PooledCpuAlias view) noexcept {
   c10::TensorImpl* impl = view.tensor.unsafeGetTensorImpl();
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   // The pool owns the context again: the deleter must not run.
@@ -78,7 +78,7 @@ void HostViewPool::give(PooledHostView view) noexcept {
   storage->set_nbytes(0);
   view.access->device_ptr = nullptr;
   view.access->keep_alive.reset();
-  // What the call may have given the view: requires_grad (HostExecution.cpp
+  // What the call may have given the view: requires_grad (FallbackPipeline.cpp
   // mirrors it), and version bumps by a kernel that called in-place
   // operators on it.
   if (impl->autograd_meta() != nullptr) {

@@ -22,13 +22,13 @@ namespace at::openreg {
 //     (DeviceCall);
 //  4. the device's generator in place of a random operator's generator;
 //  5. the count in fallback_stats();
-//  6. arguments replaced by host views (HostViews: strided, nested and sparse
+//  6. arguments replaced by host views (CpuAliases: strided, nested and sparse
 //     layouts each map their own way), the CPU kernel, the write-back of what
 //     it did to the arguments, and results mapped back to the device.
 //
 // `results` says where the CPU kernel's own allocations go. In host memory,
 // a fresh result is copied to the device once. On the device
-// (HostResultAllocator.h), it is handed over as is; every other allocation
+// (CpuAllocationsOnDevice.h), it is handed over as is; every other allocation
 // of the kernel then costs device memory too, which suits kernels that
 // allocate little besides their results (the TensorIterator operators of
 // StructuredDefaults.cpp, and on dense tensors every functional operator

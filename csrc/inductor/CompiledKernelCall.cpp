@@ -1,4 +1,4 @@
-#include "inductor/HostKernelCall.h"
+#include "inductor/CompiledKernelCall.h"
 
 #include <optional>
 
@@ -7,7 +7,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/HostView.h"
+#include "aten/HostAddresses.h"
 
 namespace at::openreg {
 namespace {
@@ -66,7 +66,7 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
 
 } // namespace
 
-PyMethodDef host_kernel_call_method = {
+PyMethodDef compiled_kernel_call_method = {
     "_call_on_host",
     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&call_on_host)),
     METH_FASTCALL,

@@ -8,9 +8,9 @@
 namespace at::openreg {
 
 // The context of a CPU DataPtr that points into the runtime's host view of
-// device memory (a scoped access, HostView.h). Destroying the DataPtr closes
+// device memory (a scoped access, CpuAliases.h). Destroying the DataPtr closes
 // the access, then drops what kept the device memory alive.
-struct HostAccess {
+struct ScopedHostAccess {
   const void* device_ptr = nullptr;
   // Device memory this view owns: set when a CPU kernel grew an argument.
   c10::DataPtr owned;
@@ -20,7 +20,7 @@ struct HostAccess {
 };
 
 // The deleters of such DataPtrs: both close the access and free the context.
-// A pooled view's storage (HostViewPool.h) carries the second, which tells
+// A pooled view's storage (CpuAliasPool.h) carries the second, which tells
 // the pool that the DataPtr is still the one it installed: every other host
 // view DataPtr (the kernel grew the storage, say) carries the first.
 void close_host_access(void* context);
@@ -47,11 +47,11 @@ bool is_addressed_host_access(const c10::DataPtr& data);
 bool close_addressed_host_access(void* host) noexcept;
 
 // The access of a host view DataPtr that owns device memory, or null.
-HostAccess* owning_host_access(const c10::DataPtr& data);
+ScopedHostAccess* owning_host_access(const c10::DataPtr& data);
 
 // Takes the access out of a host view DataPtr, whose deleter then no longer
 // closes it: the caller closes it.
-HostAccess* release_host_access(c10::DataPtr& data);
+ScopedHostAccess* release_host_access(c10::DataPtr& data);
 
 // Ends scoped accesses from a deleter or destructor, which must not throw:
 // a failure is reported on stderr.

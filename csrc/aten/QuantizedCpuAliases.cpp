@@ -1,4 +1,4 @@
-// Quantized tensors in HostViews (HostView.h). A quantized openreg tensor is
+// Quantized tensors in CpuAliases (CpuAliases.h). A quantized openreg tensor is
 // a QTensorImpl (key QuantizedPrivateUse1) over ordinary device memory plus a
 // quantizer: its host counterpart is a QuantizedCPU QTensorImpl over the host
 // view of the same storage. A per-channel quantizer holds scale and zero point
@@ -7,12 +7,11 @@
 // kernel gets device tensors again.
 #include <ATen/quantized/QTensorImpl.h>
 
-#include "aten/HostView.h"
 #include "aten/QuantizedTensors.h"
 
 namespace at::openreg {
 
-at::QuantizerPtr HostViews::host_quantizer_for(const at::QuantizerPtr& device_quantizer) {
+at::QuantizerPtr CpuAliases::host_quantizer_for(const at::QuantizerPtr& device_quantizer) {
   for (const auto& pair : quantizers_) {
     if (pair.device == device_quantizer) {
       return pair.host;
@@ -24,7 +23,7 @@ at::QuantizerPtr HostViews::host_quantizer_for(const at::QuantizerPtr& device_qu
   return host;
 }
 
-at::QuantizerPtr HostViews::device_quantizer_for(const at::QuantizerPtr& host_quantizer) {
+at::QuantizerPtr CpuAliases::device_quantizer_for(const at::QuantizerPtr& host_quantizer) {
   for (const auto& pair : quantizers_) {
     if (pair.host == host_quantizer) {
       return pair.device;
@@ -35,7 +34,7 @@ at::QuantizerPtr HostViews::device_quantizer_for(const at::QuantizerPtr& host_qu
   return map_channel_params(host_quantizer, [&](const at::Tensor& t) { return to_device(t); });
 }
 
-at::Tensor HostViews::alias_quantized(const at::Tensor& device_quantized) {
+at::Tensor CpuAliases::alias_quantized(const at::Tensor& device_quantized) {
   at::QuantizerPtr quantizer = host_quantizer_for(at::get_qtensorimpl(device_quantized)->quantizer());
   at::Tensor host = at::detail::make_tensor<at::QTensorImpl>(
       host_storage_for(device_quantized.storage()),
@@ -49,7 +48,7 @@ at::Tensor HostViews::alias_quantized(const at::Tensor& device_quantized) {
   return host;
 }
 
-void HostViews::write_back_quantized() {
+void CpuAliases::write_back_quantized() {
   // Sizes, strides and storages were carried like any tensor's; only a
   // replaced quantizer (copy_ gives self the source's) remains.
   for (auto& entry : quantized_) {
@@ -61,7 +60,7 @@ void HostViews::write_back_quantized() {
   }
 }
 
-at::Tensor HostViews::quantized_to_device(const at::Tensor& host_quantized) {
+at::Tensor CpuAliases::quantized_to_device(const at::Tensor& host_quantized) {
   check_quantized_dtype(host_quantized.scalar_type(), op_name_);
   at::QuantizerPtr quantizer = device_quantizer_for(at::get_qtensorimpl(host_quantized)->quantizer());
   at::Tensor result = at::detail::make_tensor<at::QTensorImpl>(

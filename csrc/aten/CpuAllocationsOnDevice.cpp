@@ -1,9 +1,9 @@
-#include "aten/HostResultAllocator.h"
+#include "aten/CpuAllocationsOnDevice.h"
 
 #include <c10/core/CPUAllocator.h>
 
-#include "aten/HostAccess.h"
-#include "aten/HostView.h"
+#include "aten/ScopedHostAccess.h"
+#include "aten/CpuAliases.h"
 
 namespace at::openreg {
 namespace {
@@ -20,9 +20,9 @@ void free_raw(void* ptr) {
   }
 }
 
-class HostResultAllocator final : public c10::Allocator {
+class CpuAllocationsOnDevice final : public c10::Allocator {
  public:
-  explicit HostResultAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
+  explicit CpuAllocationsOnDevice(c10::Allocator* cpu) : cpu_(cpu) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (!t_in_scope) {
@@ -49,11 +49,11 @@ class HostResultAllocator final : public c10::Allocator {
 
 } // namespace
 
-void install_host_result_allocator() {
+void replace_cpu_allocator() {
   // Priority 1: a later registration at the default priority does not
   // displace it; one at a higher priority does, which only brings back the
   // copy.
-  static HostResultAllocator allocator(c10::GetCPUAllocator());
+  static CpuAllocationsOnDevice allocator(c10::GetCPUAllocator());
   g_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }

@@ -1,4 +1,4 @@
-#include "aten/HostAccess.h"
+#include "aten/ScopedHostAccess.h"
 
 #include <atomic>
 #include <cstdio>
@@ -20,7 +20,7 @@ class AddressedAccesses {
     if (host == nullptr) {
       return view;  // zero bytes: nothing to find later
     }
-    auto* access = static_cast<HostAccess*>(view.get_context());
+    auto* access = static_cast<ScopedHostAccess*>(view.get_context());
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       const bool inserted = accesses_.emplace(host, access).second;
@@ -31,19 +31,19 @@ class AddressedAccesses {
     return c10::DataPtr(host, host, &close, view.device());
   }
 
-  HostAccess* find(const void* host) {
+  ScopedHostAccess* find(const void* host) {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = accesses_.find(host);
     return it == accesses_.end() ? nullptr : it->second;
   }
 
-  HostAccess* take(const void* host) {
+  ScopedHostAccess* take(const void* host) {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = accesses_.find(host);
     if (it == accesses_.end()) {
       return nullptr;
     }
-    HostAccess* access = it->second;
+    ScopedHostAccess* access = it->second;
     accesses_.erase(it);
     size_.fetch_sub(1, std::memory_order_relaxed);
     return access;
@@ -60,7 +60,7 @@ class AddressedAccesses {
     if (c10::openreg::device_count_ensure_non_throwing() == 0) {
       return true;
     }
-    HostAccess* access = take(host);
+    ScopedHostAccess* access = take(host);
     if (access == nullptr) {
       return false;
     }
@@ -72,7 +72,7 @@ class AddressedAccesses {
 
  private:
   std::mutex mutex_;
-  ska::flat_hash_map<const void*, HostAccess*> accesses_;
+  ska::flat_hash_map<const void*, ScopedHostAccess*> accesses_;
   std::atomic<size_t> size_{0};
 };
 
@@ -94,7 +94,7 @@ void end_accesses(size_t count, const void* const* device_ptrs) noexcept {
 }
 
 void close_host_access(void* context) {
-  auto* access = static_cast<HostAccess*>(context);
+  auto* access = static_cast<ScopedHostAccess*>(context);
   end_accesses(1, &access->device_ptr);
   delete access;
 }
@@ -114,7 +114,7 @@ c10::DataPtr open_host_access(
   }
   void* host_ptr = nullptr;
   OPENREG_CHECK(orMemAccessBegin(device_ptr, nbytes, &host_ptr));
-  auto* access = new HostAccess{device_ptr, std::move(owned), std::move(keep_alive)};
+  auto* access = new ScopedHostAccess{device_ptr, std::move(owned), std::move(keep_alive)};
   return c10::DataPtr(host_ptr, access, &close_host_access, c10::Device(c10::kCPU));
 }
 
@@ -130,16 +130,16 @@ bool is_addressed_host_access(const c10::DataPtr& data) {
   return data.get_deleter() == &AddressedAccesses::close;
 }
 
-HostAccess* release_host_access(c10::DataPtr& data) {
+ScopedHostAccess* release_host_access(c10::DataPtr& data) {
   const bool addressed = is_addressed_host_access(data);
   void* context = data.release_context();
-  return addressed ? addressed_accesses().take(context) : static_cast<HostAccess*>(context);
+  return addressed ? addressed_accesses().take(context) : static_cast<ScopedHostAccess*>(context);
 }
 
-HostAccess* owning_host_access(const c10::DataPtr& data) {
-  HostAccess* access = nullptr;
+ScopedHostAccess* owning_host_access(const c10::DataPtr& data) {
+  ScopedHostAccess* access = nullptr;
   if (data.get_deleter() == &close_host_access) {
-    access = static_cast<HostAccess*>(data.get_context());
+    access = static_cast<ScopedHostAccess*>(data.get_context());
   } else if (is_addressed_host_access(data)) {
     access = addressed_accesses().find(data.get());
   }

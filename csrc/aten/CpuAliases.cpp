@@ -1,19 +1,18 @@
-#include "aten/HostView.h"
+#include "aten/CpuAliases.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <functional>
 #include <typeinfo>
 #include <utility>
-#include <vector>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
-#include "aten/HostAccess.h"
-#include "aten/HostViewPool.h"
+#include "aten/CpuAliasPool.h"
+#include "aten/DeviceCall.h"
+#include "aten/ScopedHostAccess.h"
 #include "runtime/OpenRegDeviceAllocator.h"
+#include "runtime/OpenRegGenerator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStorage.h"
 
@@ -55,14 +54,16 @@ c10::Allocator* device_backed_host_allocator() {
   return &g_device_backed_allocator;
 }
 
-HostViews::HostViews(c10::Device device, std::string_view op_name)
+CpuAliases::CpuAliases(c10::Device device, std::string_view op_name)
     : launch_(device, op_name), device_(device), op_name_(op_name) {}
 
-HostViews::~HostViews() {
+CpuAliases::CpuAliases(const DeviceCall& call) : CpuAliases(call.device(), call.op()) {}
+
+CpuAliases::~CpuAliases() {
   return_pooled_views();
 }
 
-void HostViews::return_pooled_views() noexcept {
+void CpuAliases::return_pooled_views() noexcept {
   // What holds host tensors besides the pooled views goes first: it may
   // hold a pooled view's storage.
   quantizers_.clear();
@@ -81,10 +82,10 @@ void HostViews::return_pooled_views() noexcept {
     tensors_.clear();
     return;
   }
-  HostViewPool& pool = HostViewPool::for_this_thread();
+  CpuAliasPool& pool = CpuAliasPool::for_this_thread();
   // Views that escaped are dropped here (their holders keep them); the
   // others' accesses close with the adopted results'.
-  c10::SmallVector<const HostAccess*, 8> closing(adopted_.begin(), adopted_.end());
+  c10::SmallVector<const ScopedHostAccess*, 8> closing(adopted_.begin(), adopted_.end());
   for (TensorEntry& entry : tensors_) {
     if (entry.pooled != nullptr) {
       if (pool.reusable(entry.host, entry.pooled)) {
@@ -102,7 +103,7 @@ void HostViews::return_pooled_views() noexcept {
     const c10::Device device = closing.front()->keep_alive->device();
     device_ptrs.clear();
     // remove_if applies the predicate once per element, in order.
-    const auto others = std::remove_if(closing.begin(), closing.end(), [&](const HostAccess* access) {
+    const auto others = std::remove_if(closing.begin(), closing.end(), [&](const ScopedHostAccess* access) {
       if (access->keep_alive->device() != device) {
         return false;
       }
@@ -112,7 +113,7 @@ void HostViews::return_pooled_views() noexcept {
     closing.erase(others, closing.end());
     end_accesses(device_ptrs.size(), device_ptrs.data());
   }
-  for (HostAccess* access : adopted_) {
+  for (ScopedHostAccess* access : adopted_) {
     delete access;  // after its access: drops the device storage it kept alive
   }
   adopted_.clear();
@@ -124,7 +125,7 @@ void HostViews::return_pooled_views() noexcept {
   tensors_.clear();
 }
 
-HostViews::TensorEntry* HostViews::find(const c10::TensorImpl* device_impl) {
+CpuAliases::TensorEntry* CpuAliases::find(const c10::TensorImpl* device_impl) {
   for (TensorEntry& entry : tensors_) {
     if (entry.device == device_impl) {
       return &entry;
@@ -147,15 +148,15 @@ void mirror_geometry(const c10::TensorImpl& from, c10::TensorImpl& to) {
 
 } // namespace
 
-void HostViews::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensors) {
-  if (!HostViewPool::usable()) {
+void CpuAliases::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensors) {
+  if (!CpuAliasPool::usable()) {
     return;
   }
   // The tensors that get one: each storage once (a second tensor over a
   // storage shares its host storage, a fresh view), one device per batch, a
   // storage without bytes needs no access, a ZeroTensor gets its key at
   // construction. Their entries are added first, without data.
-  HostViewPool* pool = nullptr;
+  CpuAliasPool* pool = nullptr;
   const size_t first = tensors_.size();
   c10::SmallVector<const void*, 4> device_ptrs;
   c10::SmallVector<size_t, 4> sizes;
@@ -177,9 +178,9 @@ void HostViews::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensor
       continue;
     }
     if (pool == nullptr) {
-      pool = &HostViewPool::for_this_thread();
+      pool = &CpuAliasPool::for_this_thread();
     }
-    PooledHostView view = pool->take(device_tensor->dtype());
+    PooledCpuAlias view = pool->take(device_tensor->dtype());
     tensors_.push_back({device_impl, std::move(view.tensor), view.access});
     device_ptrs.push_back(storage->data());
     sizes.push_back(storage->nbytes());
@@ -213,7 +214,7 @@ void HostViews::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensor
   }
 }
 
-void HostViews::open(c10::ArrayRef<const at::Tensor*> device_tensors) {
+void CpuAliases::open(c10::ArrayRef<const at::Tensor*> device_tensors) {
   c10::SmallVector<const at::Tensor*, 4> dense;
   for (const at::Tensor* device_tensor : device_tensors) {
     const c10::TensorImpl* impl = device_tensor->unsafeGetTensorImpl();
@@ -227,7 +228,7 @@ void HostViews::open(c10::ArrayRef<const at::Tensor*> device_tensors) {
   take_pooled_views(dense);
 }
 
-c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
+c10::Storage CpuAliases::host_storage_for(const c10::Storage& device_storage) {
   c10::StorageImpl* device_impl = device_storage.unsafeGetStorageImpl();
   for (const auto& entry : storages_) {
     if (entry.device == device_impl) {
@@ -249,7 +250,14 @@ c10::Storage HostViews::host_storage_for(const c10::Storage& device_storage) {
   return host;
 }
 
-at::Tensor HostViews::alias(const at::Tensor& device_tensor, bool written) {
+std::optional<at::Generator> CpuAliases::generator(const std::optional<at::Generator>& generator) const {
+  return c10::openreg::host_generator_for(generator, device_);
+}
+
+at::Tensor CpuAliases::alias(const at::Tensor& device_tensor, bool written) {
+  if (!device_tensor.defined() || !device_tensor.is_privateuseone()) {
+    return device_tensor;
+  }
   c10::TensorImpl* device_impl = device_tensor.unsafeGetTensorImpl();
   if (TensorEntry* entry = find(device_impl)) {
     entry->written = entry->written || written;
@@ -285,7 +293,7 @@ at::Tensor HostViews::alias(const at::Tensor& device_tensor, bool written) {
   return host;
 }
 
-void HostViews::write_back(StorageEntry& entry) {
+void CpuAliases::write_back(StorageEntry& entry) {
   const c10::DataPtr& now = entry.host.data_ptr();
   const size_t nbytes = entry.host.nbytes();
   c10::StorageImpl* device_impl = entry.device;
@@ -293,7 +301,7 @@ void HostViews::write_back(StorageEntry& entry) {
     return;
   }
   if (now.get() != entry.host_data) {
-    if (HostAccess* access = owning_host_access(now)) {
+    if (ScopedHostAccess* access = owning_host_access(now)) {
       // Grown into device memory by the kernel: hand it over, no copy. The
       // host view stays valid through keep_alive while the alias lives.
       device_impl->set_data_ptr_noswap(std::move(access->owned));
@@ -311,7 +319,7 @@ void HostViews::write_back(StorageEntry& entry) {
   entry.host_data = now.get();
 }
 
-void HostViews::write_back() {
+void CpuAliases::write_back() {
   // Storages first: a tensor's write-back below may look its storage up.
   for (auto& entry : storages_) {
     write_back(entry);
@@ -348,7 +356,7 @@ void HostViews::write_back() {
   }
 }
 
-c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage) {
+c10::StorageImpl* CpuAliases::device_storage_for(const c10::Storage& host_storage) {
   const c10::StorageImpl* host_impl = host_storage.unsafeGetStorageImpl();
   for (const auto& entry : storages_) {
     if (entry.host.unsafeGetStorageImpl() == host_impl) {
@@ -360,7 +368,7 @@ c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage
   c10::DeviceGuard guard(device_);
   const size_t nbytes = host_storage.nbytes();
   c10::Storage device;
-  if (HostAccess* access = owning_host_access(host_storage.data_ptr())) {
+  if (ScopedHostAccess* access = owning_host_access(host_storage.data_ptr())) {
     device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(access->owned),
                           c10::openreg::getDeviceAllocator(), /*resizable=*/true);
     access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device.unsafeGetStorageImpl());
@@ -378,7 +386,7 @@ c10::StorageImpl* HostViews::device_storage_for(const c10::Storage& host_storage
   return device_impl;
 }
 
-at::Tensor HostViews::to_device(const at::Tensor& host_result) {
+at::Tensor CpuAliases::to_device(const at::Tensor& host_result) {
   if (!host_result.defined()) {
     return host_result;
   }
@@ -411,7 +419,7 @@ at::Tensor HostViews::to_device(const at::Tensor& host_result) {
   return result;
 }
 
-bool HostViews::adopt_device_result(const at::Tensor& host_result) {
+bool CpuAliases::adopt_device_result(const at::Tensor& host_result) {
   c10::TensorImpl* impl = host_result.unsafeGetTensorImpl();
   if (host_result.use_count() != 1 || host_result.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
       !impl->key_set().has(c10::DispatchKey::CPU) || impl->key_set().has(c10::DispatchKey::Python) ||
@@ -419,7 +427,7 @@ bool HostViews::adopt_device_result(const at::Tensor& host_result) {
     return false;
   }
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  HostAccess* access = storage == nullptr ? nullptr : owning_host_access(storage->data_ptr());
+  ScopedHostAccess* access = storage == nullptr ? nullptr : owning_host_access(storage->data_ptr());
   if (access == nullptr || !held_once(storage) || storage->has_materializer() ||
       storage->pyobj_slot()->load_pyobj() != nullptr) {
     return false;
@@ -434,187 +442,6 @@ bool HostViews::adopt_device_result(const at::Tensor& host_result) {
   impl->set_storage_keep_dtype(impl->storage());  // the tensor's device follows its storage's
   impl->_change_backend_component_keys(storage->device());
   return true;
-}
-
-HostAddresses::HostAddresses(c10::Device device, std::string_view op_name) : device_(device), op_name_(op_name) {}
-
-HostAddresses::~HostAddresses() {
-  close();
-}
-
-void HostAddresses::close() noexcept {
-  end_accesses(device_bases_.size(), device_bases_.data());
-  device_bases_.clear();
-  host_bases_.clear();
-  sorted_slots_.clear();
-  launch_.reset();
-}
-
-namespace {
-// Up to this many open storages (or new ones in one call), a linear search.
-constexpr size_t kLinearSearch = 8;
-constexpr std::less<const void*> address_less;
-} // namespace
-
-inline ptrdiff_t HostAddresses::find(const void* device_base) const {
-  if (sorted_slots_.empty()) {
-    for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
-      if (device_bases_[slot] == device_base) {
-        return static_cast<ptrdiff_t>(slot);
-      }
-    }
-    return -1;
-  }
-  const auto it = std::lower_bound(
-      sorted_slots_.begin(), sorted_slots_.end(), device_base,
-      [&](uint32_t slot, const void* base) { return address_less(device_bases_[slot], base); });
-  return it != sorted_slots_.end() && device_bases_[*it] == device_base ? static_cast<ptrdiff_t>(*it) : -1;
-}
-
-const c10::StorageImpl* HostAddresses::storage_of(const at::TensorBase& device_tensor) const {
-  c10::openreg::check_tensor_in_storage(device_tensor, op_name_);
-  return device_tensor.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-}
-
-void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_tensors) {
-  // The storages not open yet are appended, each once, then opened together.
-  const size_t open = device_bases_.size();
-  c10::SmallVector<size_t, 4> sizes;
-  if (sorted_slots_.empty() && open + device_tensors.size() <= kLinearSearch) {
-    // A kernel's few operands: find() scans the ones just appended too.
-    for (const at::TensorBase* device_tensor : device_tensors) {
-      const c10::StorageImpl* storage = storage_of(*device_tensor);
-      const void* base = storage->data();
-      if (base != nullptr && find(base) < 0) {
-        device_bases_.push_back(base);
-        sizes.push_back(storage->nbytes());
-      }
-    }
-  } else {
-    // Many (a foreach call's lists): sorted, to drop the repeated ones.
-    c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
-    for (const at::TensorBase* device_tensor : device_tensors) {
-      const c10::StorageImpl* storage = storage_of(*device_tensor);
-      const void* base = storage->data();
-      if (base != nullptr && find(base) < 0) {
-        pending.emplace_back(base, storage->nbytes());
-      }
-    }
-    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
-    pending.erase(
-        std::unique(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-        pending.end());
-    for (const auto& [base, nbytes] : pending) {
-      device_bases_.push_back(base);
-      sizes.push_back(nbytes);
-    }
-  }
-  begin(open, sizes.data(), sizes.size());
-}
-
-void HostAddresses::begin(size_t open, const size_t* sizes, size_t count) {
-  if (count == 0) {
-    return;
-  }
-  if (!launch_) {
-    launch_.emplace(device_, op_name_);  // before the first byte is touched
-  }
-  host_bases_.resize(device_bases_.size());
-  const orError_t opened = orMemAccessBeginBatch(
-      count, device_bases_.data() + open, sizes, reinterpret_cast<void**>(host_bases_.data() + open));
-  if (opened != orSuccess) {
-    // All or nothing: none was opened, and the destructor must not end them.
-    device_bases_.resize(open);
-    host_bases_.resize(open);
-    OPENREG_CHECK(opened);
-  }
-  if (device_bases_.size() > kLinearSearch) {
-    const auto by_address = [&](uint32_t a, uint32_t b) { return address_less(device_bases_[a], device_bases_[b]); };
-    if (sorted_slots_.empty()) {
-      for (uint32_t slot = 0; slot < device_bases_.size(); ++slot) {
-        sorted_slots_.push_back(slot);
-      }
-      std::sort(sorted_slots_.begin(), sorted_slots_.end(), by_address);
-    } else {
-      for (uint32_t slot = open; slot < device_bases_.size(); ++slot) {
-        sorted_slots_.insert(std::upper_bound(sorted_slots_.begin(), sorted_slots_.end(), slot, by_address), slot);
-      }
-    }
-  }
-}
-
-void HostAddresses::point_at_host(at::TensorIteratorBase& iter) {
-  constexpr int kMaxOperands = 4;  // addcmul's output and three inputs
-  TORCH_INTERNAL_ASSERT(iter.ntensors() <= kMaxOperands);
-  std::array<const at::TensorBase*, kMaxOperands> tensors{};
-  std::array<int, kMaxOperands> indices{};
-  std::array<void*, kMaxOperands> host{};
-  size_t count = 0;
-  for (int i = 0; i < iter.ntensors(); ++i) {
-    if (iter.tensor_base(i).is_privateuseone()) {
-      tensors[count] = &iter.tensor_base(i);
-      indices[count++] = i;
-    }
-  }
-  addresses({tensors.data(), count}, host.data());
-  for (size_t k = 0; k < count; ++k) {
-    iter.unsafe_replace_operand(indices[k], host[k]);
-  }
-}
-
-void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensors, void** host) {
-  if (device_bases_.empty() && device_tensors.size() <= kLinearSearch) {
-    // A kernel's operands, none open yet: each storage is opened once per
-    // operand with bytes, so that none is searched for. The runtime counts
-    // every access and ends them alike, and operands in one allocation are
-    // one run to it however many there are.
-    std::array<size_t, kLinearSearch> sizes;
-    std::array<size_t, kLinearSearch> offsets;  // of the data in its storage, in bytes
-    size_t count = 0;
-    for (const at::TensorBase* device_tensor : device_tensors) {
-      const c10::StorageImpl* storage = storage_of(*device_tensor);
-      if (storage->data() != nullptr) {
-        const c10::TensorImpl* impl = device_tensor->unsafeGetTensorImpl();
-        device_bases_.push_back(storage->data());
-        sizes[count] = storage->nbytes();
-        offsets[count++] = impl->storage_offset() * impl->itemsize();
-      }
-    }
-    begin(0, sizes.data(), count);
-    for (size_t i = 0, slot = 0; i < device_tensors.size(); ++i) {
-      const bool has_bytes = device_tensors[i]->unsafeGetTensorImpl()->unsafe_storage().data() != nullptr;
-      host[i] = has_bytes ? host_bases_[slot] + offsets[slot] : nullptr;
-      slot += has_bytes;
-    }
-    return;
-  }
-  open_storages(device_tensors);
-  for (size_t i = 0; i < device_tensors.size(); ++i) {
-    const at::TensorBase& device_tensor = *device_tensors[i];
-    const void* base = device_tensor.unsafeGetTensorImpl()->unsafe_storage().data();
-    const ptrdiff_t slot = base != nullptr ? find(base) : -1;
-    host[i] = slot < 0  // no bytes
-        ? nullptr
-        : host_bases_[slot] + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
-  }
-}
-
-void* HostAddresses::address(const at::TensorBase& device_tensor) {
-  void* host = nullptr;
-  addresses({&device_tensor}, &host);
-  return host;
-}
-
-void HostAddresses::open(c10::ArrayRef<at::TensorList> lists) {
-  std::vector<const at::TensorBase*> device_tensors;
-  for (const at::TensorList list : lists) {
-    for (const at::Tensor& tensor : list) {
-      if (tensor.defined() && tensor.is_privateuseone() && tensor.layout() == c10::kStrided) {
-        device_tensors.push_back(&tensor);
-      }
-    }
-  }
-  open_storages(device_tensors);
 }
 
 } // namespace at::openreg

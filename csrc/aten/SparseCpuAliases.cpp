@@ -1,4 +1,4 @@
-// HostViews for sparse layouts: COO (SparsePrivateUse1) and compressed
+// CpuAliases for sparse layouts: COO (SparsePrivateUse1) and compressed
 // CSR/CSC/BSR/BSC (SparseCsrPrivateUse1) tensors.
 //
 // A sparse tensor owns no memory of its own: it is sizes and flags around
@@ -14,7 +14,6 @@
 #include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/SparseTensorImpl.h>
 
-#include "aten/HostView.h"
 #include "runtime/OpenRegGuard.h"
 
 namespace at::openreg {
@@ -38,7 +37,7 @@ bool same(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // A COO tensor holding exactly these components (no shallow copies, unlike
-// _sparse_coo_tensor_unsafe): HostViews tracks the alias tensors themselves, so
+// _sparse_coo_tensor_unsafe): CpuAliases tracks the alias tensors themselves, so
 // what a kernel does to a component of the CPU tensor is seen on the device.
 at::Tensor make_coo(
     c10::DispatchKey key,
@@ -70,7 +69,7 @@ at::Tensor make_compressed(
 
 } // namespace
 
-at::Tensor HostViews::alias_sparse(const at::Tensor& device_sparse) {
+at::Tensor CpuAliases::alias_sparse(const at::Tensor& device_sparse) {
   for (const SparseEntry& entry : sparse_) {
     if (same(entry.device, device_sparse)) {
       return entry.host;
@@ -94,7 +93,7 @@ at::Tensor HostViews::alias_sparse(const at::Tensor& device_sparse) {
   return entry.host;
 }
 
-void HostViews::write_back_sparse() {
+void CpuAliases::write_back_sparse() {
   for (const SparseEntry& entry : sparse_) {
     const at::Tensor& host = entry.host;
     const at::Tensor& device = entry.device;
@@ -119,7 +118,7 @@ void HostViews::write_back_sparse() {
   }
 }
 
-at::Tensor HostViews::sparse_to_device(const at::Tensor& host_sparse) {
+at::Tensor CpuAliases::sparse_to_device(const at::Tensor& host_sparse) {
   // An argument's counterpart returned as is (in-place, out=): that argument.
   for (const SparseEntry& entry : sparse_) {
     if (same(entry.host, host_sparse)) {

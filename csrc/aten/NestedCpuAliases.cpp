@@ -1,4 +1,4 @@
-// HostViews for strided nested tensors (torch.nested with layout=torch.strided).
+// CpuAliases for strided nested tensors (torch.nested with layout=torch.strided).
 //
 // A NestedTensorImpl is one buffer storage plus three CPU metadata tensors
 // (per-component sizes, strides and storage offsets). Its host counterpart is
@@ -8,7 +8,6 @@
 // strided result does.
 #include <ATen/NestedTensorImpl.h>
 
-#include "aten/HostView.h"
 
 namespace at::openreg {
 namespace {
@@ -29,13 +28,13 @@ at::Tensor nested_over(const at::Tensor& buffer, const at::native::NestedTensorI
 
 } // namespace
 
-at::Tensor HostViews::alias_nested(const at::Tensor& device_nested) {
+at::Tensor CpuAliases::alias_nested(const at::Tensor& device_nested) {
   const at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(device_nested);
   const c10::Storage host = host_storage_for(impl->unsafe_storage());
   return nested_over(whole_storage(host, c10::DispatchKey::CPU, impl->dtype()), *impl);
 }
 
-at::Tensor HostViews::nested_to_device(const at::Tensor& host_nested) {
+at::Tensor CpuAliases::nested_to_device(const at::Tensor& host_nested) {
   const at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(host_nested);
   c10::StorageImpl* device = device_storage_for(impl->unsafe_storage());
   const c10::Storage storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device));
