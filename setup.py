@@ -14,6 +14,7 @@ from torch_openreg/ops/operators.yaml on every build, into the build directory.
 Everything is compiled against the torch installed in the environment
 (tools/environment_torch.py), into build/torch-<version>/.
 """
+
 import contextlib
 import glob
 import os
@@ -122,7 +123,9 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
         package_dirs = [os.path.join(self.build_lib, "torch_openreg")]
         if self.inplace or getattr(self, "editable_mode", False):
             package_dirs.append(os.path.join(ROOT, "torch_openreg"))
-        record = f"# Written by setup.py: the torch this build was compiled against.\nTORCH_VERSION = {TORCH_VERSION!r}\n"
+        record = (
+            f"# Written by setup.py: the torch this build was compiled against.\nTORCH_VERSION = {TORCH_VERSION!r}\n"
+        )
         for package_dir in package_dirs:
             gen_custom_ops.write_if_changed(os.path.join(package_dir, "_build_info.py"), record)
 
@@ -160,7 +163,9 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
         with open(source) as f:
             added = sorted(set(re.findall(r'm\.impl\("([^"]+)"', f.read())) - listed)
         if added:
-            sys.exit(f"error: {ATEN_YAML}: gen_backend_stubs would also register {added}; keep that operator hand-written")
+            sys.exit(
+                f"error: {ATEN_YAML}: gen_backend_stubs would also register {added}; keep that operator hand-written"
+            )
         (extension,) = (e for e in self.extensions if e.name == "torch_openreg._C")
         extension.include_dirs.append(generated)
         if source not in extension.sources:

@@ -9,6 +9,7 @@ the table shows the median of the repetitions and the openreg/CPU ratio.
 
     python benchmarks/allocator.py [--quick] [--json out.json]
 """
+
 import argparse
 import json
 import random
@@ -100,10 +101,14 @@ def main():
     for name, r in results.items():
         if name.startswith("_"):
             continue
-        print(f"{name:<32} {r['openreg_s'] * 1e6:>9.3f} us {r['cpu_s'] * 1e6:>9.3f} us {r['openreg_s'] / r['cpu_s']:>6.2f}x")
+        print(
+            f"{name:<32} {r['openreg_s'] * 1e6:>9.3f} us {r['cpu_s'] * 1e6:>9.3f} us {r['openreg_s'] / r['cpu_s']:>6.2f}x"
+        )
     a = results["_allocator"]
-    print(f"openreg runtime calls: {a['num_device_alloc']} orMalloc, {a['num_device_free']} orFree for "
-          f"{a['allocation.all.allocated']} allocations; peak reserved {a['reserved_bytes.all.peak'] / (1 << 20):.0f} MiB")
+    print(
+        f"openreg runtime calls: {a['num_device_alloc']} orMalloc, {a['num_device_free']} orFree for "
+        f"{a['allocation.all.allocated']} allocations; peak reserved {a['reserved_bytes.all.peak'] / (1 << 20):.0f} MiB"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -46,9 +46,15 @@ def mlp(nn):
 
 def small_cnn(nn):
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 10),
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 10),
     )
 
 
@@ -71,12 +77,16 @@ def training_cases(torch, device, quick, prepare=lambda model: model):
     torch.manual_seed(0)  # same weights and batches on both devices
     labels = torch.randint(0, 10, (128,))
     return {
-        "mlp": ("MLP 784-512-512-10, batch 128",
-                training_step(torch, prepare(mlp(nn).to(device)), torch.randn(128, 784).to(device),
-                              labels.to(device))),
-        "cnn": ("CNN conv16-bn-pool-conv32-pool-fc, 1x28x28, batch 64",
-                training_step(torch, prepare(small_cnn(nn).to(device)), torch.randn(64, 1, 28, 28).to(device),
-                              labels[:64].to(device))),
+        "mlp": (
+            "MLP 784-512-512-10, batch 128",
+            training_step(torch, prepare(mlp(nn).to(device)), torch.randn(128, 784).to(device), labels.to(device)),
+        ),
+        "cnn": (
+            "CNN conv16-bn-pool-conv32-pool-fc, 1x28x28, batch 64",
+            training_step(
+                torch, prepare(small_cnn(nn).to(device)), torch.randn(64, 1, 28, 28).to(device), labels[:64].to(device)
+            ),
+        ),
     }
 
 
@@ -86,8 +96,11 @@ def optimizer_cases(torch, device, quick):
     g = torch.Generator().manual_seed(0)
     cases = {}
     for name, make, description in (
-        ("sgd", lambda params, foreach: torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=foreach),
-         "SGD, momentum 0.9"),
+        (
+            "sgd",
+            lambda params, foreach: torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=foreach),
+            "SGD, momentum 0.9",
+        ),
         ("adam", lambda params, foreach: torch.optim.Adam(params, lr=0.001, foreach=foreach), "Adam"),
     ):
         for foreach in (False, True):

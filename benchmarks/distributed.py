@@ -12,6 +12,7 @@ torchrun gives each rank one intra-op thread (OMP_NUM_THREADS=1), so two ranks s
 is sampled one step at a time (run.REPEATS): this harness timing CPU against CPU reported 0.95x-1.19x with samples
 of 3 steps, 0.96x-1.08x with single steps (docs/performance.md, "Distributed").
 """
+
 import argparse
 import json
 import os
@@ -44,13 +45,25 @@ def timed_cases(torch, quick):
         torch.manual_seed(0)  # same weights and batches on both devices
         model = cases.mlp(torch.nn).to(device)
         ddp = DDP(model, device_ids=None if device == "cpu" else [torch.openreg.current_device()])
-        return cases.training_step(torch, ddp, torch.randn(128, 784).to(device), torch.randint(0, 10, (128,)).to(device))
+        return cases.training_step(
+            torch, ddp, torch.randn(128, 784).to(device), torch.randint(0, 10, (128,)).to(device)
+        )
 
     return {
-        "all_reduce": {"float32": (f"all_reduce {nbytes >> 20} MiB float32, {WORLD} ranks",
-                                   lambda: dist.all_reduce(on_device), lambda: dist.all_reduce(on_cpu))},
-        "ddp": {"mlp": (f"DDP step, MLP 784-512-512-10, batch 128 per rank, {WORLD} ranks",
-                        ddp_step("openreg"), ddp_step("cpu"))},
+        "all_reduce": {
+            "float32": (
+                f"all_reduce {nbytes >> 20} MiB float32, {WORLD} ranks",
+                lambda: dist.all_reduce(on_device),
+                lambda: dist.all_reduce(on_cpu),
+            )
+        },
+        "ddp": {
+            "mlp": (
+                f"DDP step, MLP 784-512-512-10, batch 128 per rank, {WORLD} ranks",
+                ddp_step("openreg"),
+                ddp_step("cpu"),
+            )
+        },
     }
 
 
@@ -85,11 +98,22 @@ def measure(env, quick):
     """Runs the two ranks under torchrun with `env`; returns {group: {case: result}}."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "results.json")
-        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={WORLD}",
-                   "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--local-addr=127.0.0.1",
-                   os.path.abspath(__file__), "--rank", "--out", out] + (["--quick"] if quick else [])
-        proc = subprocess.run(command, env=dict(env, GLOO_SOCKET_IFNAME="lo"), cwd=folder,
-                              stdout=subprocess.DEVNULL, timeout=TIMEOUT_S)
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={WORLD}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+            "--local-addr=127.0.0.1",
+            os.path.abspath(__file__),
+            "--rank",
+            "--out",
+            out,
+        ] + (["--quick"] if quick else [])
+        proc = subprocess.run(
+            command, env=dict(env, GLOO_SOCKET_IFNAME="lo"), cwd=folder, stdout=subprocess.DEVNULL, timeout=TIMEOUT_S
+        )
         # Judged by the file rank 0 wrote, not torchrun's exit code: two-rank gloo jobs in torch 2.13 sometimes
         # abort at interpreter exit after their work is done (docs/distributed.md).
         if not os.path.exists(out):

@@ -7,6 +7,7 @@ cases interleaved; the table shows medians and the openreg/CPU ratio.
 
     python benchmarks/fallback.py [--quick] [--json out.json]
 """
+
 import argparse
 import json
 import os
@@ -88,11 +89,16 @@ def main():
         table[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
 
     names = list(table[MODES[0]])
-    print(f"{'operator (fallback)':<26} {'cpu':>10} | " + " | ".join(f"{m + ' openreg':>18} {'ratio':>6}" for m in MODES))
+    print(
+        f"{'operator (fallback)':<26} {'cpu':>10} | " + " | ".join(f"{m + ' openreg':>18} {'ratio':>6}" for m in MODES)
+    )
     for name in names:
         cpu = table[MODES[0]][name]["cpu_s"]
         row = f"{name:<26} {cpu * 1e6:>8.1f}us | "
-        row += " | ".join(f"{table[m][name]['openreg_s'] * 1e6:>16.1f}us {table[m][name]['openreg_s'] / table[m][name]['cpu_s']:>5.2f}x" for m in MODES)
+        row += " | ".join(
+            f"{table[m][name]['openreg_s'] * 1e6:>16.1f}us {table[m][name]['openreg_s'] / table[m][name]['cpu_s']:>5.2f}x"
+            for m in MODES
+        )
         print(row)
     if args.json:
         with open(args.json, "w") as f:

@@ -10,6 +10,7 @@ from after the imports to the last result on the host. The libraries are an opti
 measure(), which runs every test of an installed library in processes of its own, openreg's and the CPU's
 alternating, and reports each test's median and the suite's total (the sum of the medians).
 """
+
 import argparse
 import importlib.util
 import json
@@ -54,22 +55,33 @@ def model_factory(torch, test):
         def build_timm():
             model = timm.create_model(name, pretrained=False, num_classes=10, **extra)
             labels = torch.randint(0, 10, (batch,))
-            return model, {"x": torch.randn(batch, 3, 96, 96)}, lambda out, device: torch.nn.functional.cross_entropy(
-                out, labels.to(device))
+            return (
+                model,
+                {"x": torch.randn(batch, 3, 96, 96)},
+                lambda out, device: torch.nn.functional.cross_entropy(out, labels.to(device)),
+            )
 
         return build_timm
     import transformers
 
     if name == "bert":
-        config = transformers.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                         intermediate_size=128, max_position_embeddings=64, num_labels=3)
+        config = transformers.BertConfig(
+            vocab_size=1000,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+            num_labels=3,
+        )
         model_class = transformers.BertForSequenceClassification
     elif name == "gpt2":
         config = transformers.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=64)
         model_class = transformers.GPT2LMHeadModel
     else:
-        config = transformers.T5Config(vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
-                                       decoder_start_token_id=0)
+        config = transformers.T5Config(
+            vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, decoder_start_token_id=0
+        )
         model_class = transformers.T5ForConditionalGeneration
 
     def build_transformer():
@@ -115,13 +127,19 @@ def measure(quick, env=None):
             for device in samples:
                 samples[device].append(one_process(test, device, env))
         measured[test] = samples
-    cases = {test.replace("/", "_"): run.case_result("library_suite", f"{test}: build, to(device), 2 AdamW steps",
-                                                     samples["openreg"], samples["cpu"], {})
-             for test, samples in measured.items()}
-    totals = {device: sum(statistics.median(samples[device]) for samples in measured.values())
-              for device in ("openreg", "cpu")}
-    cases["total"] = run.case_result("library_suite", f"all {len(tests)} tests (sum of the medians)",
-                                     [totals["openreg"]], [totals["cpu"]], {})
+    cases = {
+        test.replace("/", "_"): run.case_result(
+            "library_suite", f"{test}: build, to(device), 2 AdamW steps", samples["openreg"], samples["cpu"], {}
+        )
+        for test, samples in measured.items()
+    }
+    totals = {
+        device: sum(statistics.median(samples[device]) for samples in measured.values())
+        for device in ("openreg", "cpu")
+    }
+    cases["total"] = run.case_result(
+        "library_suite", f"all {len(tests)} tests (sum of the medians)", [totals["openreg"]], [totals["cpu"]], {}
+    )
     return {"library_suite": cases}
 
 

@@ -23,6 +23,7 @@ One group alone, in this process (JSON on stdout; no table, no other settings):
     python benchmarks/run.py --child '{"amp": null, "autocast_cost": null}'
     python benchmarks/run.py --child '{"training": null}' --device cpu    # one device only
 """
+
 import argparse
 import json
 import os
@@ -119,8 +120,14 @@ IMPORT_RUNS = (9, 1)
 # the CPU from about 2,000 per step to none. The training steps run in several processes: each process draws its
 # own heap, OpenMP and scheduling state, which moves a step's ratio by up to a tenth, and the repetitions within
 # one process do not sample that.
-PROCESSES = {"training": (3, 1), "amp": (3, 1), "compiled": (3, 1),
-             "training_alone": (3, 1), "amp_alone": (3, 1), "compiled_alone": (3, 1)}
+PROCESSES = {
+    "training": (3, 1),
+    "amp": (3, 1),
+    "compiled": (3, 1),
+    "training_alone": (3, 1),
+    "amp_alone": (3, 1),
+    "compiled_alone": (3, 1),
+}
 
 
 # --- measurement
@@ -228,8 +235,9 @@ def measure_groups(setting, cases, quick):
     for group, keys in cases.items():
         processes = PROCESSES.get(group, (1, 1))[1 if quick else 0]
         runs = [run_child(setting, {group: keys}, quick) for _ in range(processes)]
-        results[group] = {key: median_process([run["results"][group][key] for run in runs])
-                          for key in runs[0]["results"][group]}
+        results[group] = {
+            key: median_process([run["results"][group][key] for run in runs]) for key in runs[0]["results"][group]
+        }
     return results, (runs[0]["torch"], runs[0]["threads"])
 
 
@@ -238,8 +246,9 @@ def alone_results(setting, group, quick):
     children alternating; a repetition's ratio pairs it with the CPU repetition of the same index."""
     entries = {}
     for _ in range(PROCESSES[group][1 if quick else 0]):
-        runs = {device: run_child(setting, {group: None}, quick, device)["results"][group]
-                for device in ("openreg", "cpu")}
+        runs = {
+            device: run_child(setting, {group: None}, quick, device)["results"][group] for device in ("openreg", "cpu")
+        }
         for key, (description, device_samples) in runs["openreg"].items():
             entries.setdefault(key, []).append(case_result(group, description, device_samples, runs["cpu"][key][1], {}))
     return {key: median_process(measured) for key, measured in entries.items()}
@@ -286,8 +295,13 @@ def import_times(setting, runs):
         "autoload": ("import torch (autoload on)", statistics.median(samples["autoload"])),
     }
     return {
-        key: {"description": f"{description}, {runs} runs", "openreg_s": openreg_s,
-              "cpu_s": cpu_s, "ratio": openreg_s / cpu_s, "fallback_ops": {}}
+        key: {
+            "description": f"{description}, {runs} runs",
+            "openreg_s": openreg_s,
+            "cpu_s": cpu_s,
+            "ratio": openreg_s / cpu_s,
+            "fallback_ops": {},
+        }
         for key, (description, openreg_s) in cases.items()
     }
 
@@ -320,8 +334,10 @@ def meets(comparison, bound, value):
 
 def verdicts(group, key, value):
     """[(target text, "met"/"missed")] for a default-setting ratio."""
-    return [(f"{comparison} {bound:g}x{label}", "met" if meets(comparison, bound, value) else "missed")
-            for comparison, bound, label in targets_of(group, key)]
+    return [
+        (f"{comparison} {bound:g}x{label}", "met" if meets(comparison, bound, value) else "missed")
+        for comparison, bound, label in targets_of(group, key)
+    ]
 
 
 def noisy_misses(default):
@@ -355,8 +371,9 @@ def format_value(group, seconds, quick):
 
 def print_table(results, quick):
     default = results[DEFAULT_SETTING]
-    print(f"{'case':<58} {'cpu':>11} {'openreg':>11} {'ratio':>6}  {'target':<17} {'':<6} "
-          f"{'prot off':>8} {'copy fb':>8}")
+    print(
+        f"{'case':<58} {'cpu':>11} {'openreg':>11} {'ratio':>6}  {'target':<17} {'':<6} {'prot off':>8} {'copy fb':>8}"
+    )
     for group, title in GROUPS.items():
         if group not in default:  # a saved report from before the group existed
             continue
@@ -365,14 +382,20 @@ def print_table(results, quick):
             checks = verdicts(group, key, case["ratio"]) or [("", "")]
             other = [results[s].get(group, {}).get(key) for s in ("protection_off", "copy_fallback")]
             other_text = " ".join(f"{o['ratio']:>7.2f}x" if o else f"{'-':>8}" for o in other)
-            print(f"  {case['description']:<56} {format_value(group, case['cpu_s'], quick):>11} "
-                  f"{format_value(group, case['openreg_s'], quick):>11} {case['ratio']:>5.2f}x  "
-                  f"{checks[0][0]:<17} {checks[0][1]:<6} {other_text}")
+            print(
+                f"  {case['description']:<56} {format_value(group, case['cpu_s'], quick):>11} "
+                f"{format_value(group, case['openreg_s'], quick):>11} {case['ratio']:>5.2f}x  "
+                f"{checks[0][0]:<17} {checks[0][1]:<6} {other_text}"
+            )
             for target, verdict in checks[1:]:
                 print(f"  {'':<56} {'':>11} {'':>11} {'':>6}  {target:<17} {verdict:<6}")
-    spread = [(f"{GROUPS[group].split('.')[0]}. {case['description']}", case["process_ratios"])
-              for group, cases in default.items() if group in GROUPS
-              for case in cases.values() if "process_ratios" in case]
+    spread = [
+        (f"{GROUPS[group].split('.')[0]}. {case['description']}", case["process_ratios"])
+        for group, cases in default.items()
+        if group in GROUPS
+        for case in cases.values()
+        if "process_ratios" in case
+    ]
     if spread:
         print("measured in several processes (the table shows the median one):")
         for label, ratios in spread:
@@ -393,8 +416,10 @@ def print_comparison(default, saved):
     """Each default-setting ratio against the same case's in `saved`, the previous run of the same mode (full or
     --quick): the check that nothing got slower, which a reader judges against the repetitions' spread."""
     before = saved["results"][DEFAULT_SETTING]
-    print(f"against the last saved run ({saved.get('finished', 'undated')}, load average "
-          f"{saved['load_average_before'][0]:.2f}): ratio then, now")
+    print(
+        f"against the last saved run ({saved.get('finished', 'undated')}, load average "
+        f"{saved['load_average_before'][0]:.2f}): ratio then, now"
+    )
     for group, cases in default.items():
         for key, case in cases.items():
             then = before.get(group, {}).get(key)
@@ -404,8 +429,10 @@ def print_comparison(default, saved):
             if any(comparison == ">=" for comparison, _, _ in targets_of(group, key)):  # bandwidth ratios
                 change = 1 / change
             note = "  slower" if change > 1.1 else "  faster" if change < 1 / 1.1 else ""
-            print(f"  {GROUPS[group].split('.')[0]:>3}. {case['description']:<56} {then['ratio']:>5.2f}x "
-                  f"{case['ratio']:>5.2f}x{note}")
+            print(
+                f"  {GROUPS[group].split('.')[0]:>3}. {case['description']:<56} {then['ratio']:>5.2f}x "
+                f"{case['ratio']:>5.2f}x{note}"
+            )
 
 
 def plot(default, path):
@@ -436,8 +463,11 @@ def plot(default, path):
         ax.text(value, y, f" {value:.2f}x", va="center", fontsize=7)
     ax.axvline(1.0, color="#555555", linewidth=0.8, linestyle=":")
     ax.set_yticks(list(positions), [label for label, _, _, _ in rows], fontsize=7)
-    ax.set_xlabel("openreg / CPU (copies and all_reduce: bandwidth ratio); black tick: target; "
-                  "green met, red missed, grey no target", fontsize=8)
+    ax.set_xlabel(
+        "openreg / CPU (copies and all_reduce: bandwidth ratio); black tick: target; "
+        "green met, red missed, grey no target",
+        fontsize=8,
+    )
     ax.set_xlim(0, max(max(r for _, r, _, _ in rows), 1.6) * 1.12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -448,12 +478,20 @@ def main():
     parser = argparse.ArgumentParser(description="openreg against CPU eager: every case, every setting")
     parser.add_argument("--quick", action="store_true", help="few repetitions, smaller sizes (CI smoke run)")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--plot", metavar="PNG", help="draw the ratios against their targets into this PNG "
-                        "(needs matplotlib)")
-    parser.add_argument("--from", dest="saved", metavar="JSON", help="no run: print the table (and --plot) of a "
-                        "report written by --json")
-    parser.add_argument("--against", metavar="JSON", help="compare the ratios with this saved report instead of "
-                        "the last run's (benchmarks/results/)")
+    parser.add_argument(
+        "--plot", metavar="PNG", help="draw the ratios against their targets into this PNG (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--from",
+        dest="saved",
+        metavar="JSON",
+        help="no run: print the table (and --plot) of a report written by --json",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="JSON",
+        help="compare the ratios with this saved report instead of the last run's (benchmarks/results/)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=("openreg", "cpu"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -486,15 +524,30 @@ def main():
     load_after = os.getloadavg()
 
     print_table(results, args.quick)
-    machine = {"nproc": len(os.sched_getaffinity(0)), "cpu": cpu_model(), "torch": torch_version,
-               "torch_threads": threads, "python": sys.version.split()[0]}
-    print(f"machine: {machine['nproc']} cores, {machine['cpu']}, torch {torch_version} ({threads} threads); "
-          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; run took {seconds:.0f} s")
-    report = {"machine": machine, "quick": args.quick, "seconds": seconds, "finished": time.strftime("%Y-%m-%d %H:%M"),
-              "load_average_before": load_before, "load_average_after": load_after,
-              "targets": TARGETS, "results": results}
-    last = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                        "last-quick.json" if args.quick else "last.json")
+    machine = {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu_model(),
+        "torch": torch_version,
+        "torch_threads": threads,
+        "python": sys.version.split()[0],
+    }
+    print(
+        f"machine: {machine['nproc']} cores, {machine['cpu']}, torch {torch_version} ({threads} threads); "
+        f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; run took {seconds:.0f} s"
+    )
+    report = {
+        "machine": machine,
+        "quick": args.quick,
+        "seconds": seconds,
+        "finished": time.strftime("%Y-%m-%d %H:%M"),
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "targets": TARGETS,
+        "results": results,
+    }
+    last = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results", "last-quick.json" if args.quick else "last.json"
+    )
     against = args.against or (last if os.path.exists(last) else None)
     if against:
         print_comparison(results[DEFAULT_SETTING], load(against))

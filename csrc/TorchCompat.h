@@ -10,8 +10,9 @@
 #define OPENREG_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
-static_assert(OPENREG_TORCH_AT_LEAST(2, 13) && !OPENREG_TORCH_AT_LEAST(2, 16),
-              "torch_openreg supports torch 2.13, 2.14 and 2.15 (tools/environment_torch.py refuses others)");
+static_assert(
+    OPENREG_TORCH_AT_LEAST(2, 13) && !OPENREG_TORCH_AT_LEAST(2, 16),
+    "torch_openreg supports torch 2.13, 2.14 and 2.15 (tools/environment_torch.py refuses others)");
 
 // 2.14: the caching allocator's trace gained TraceEntry::ANNOTATE (metadata
 // attached to a live allocation), which snapshots report as "annotate".

@@ -9,6 +9,7 @@ exits non-zero if any step disagrees.
 
     python examples/compile_training.py [--steps N] [--backend inductor]
 """
+
 import argparse
 import copy
 import sys

@@ -8,6 +8,7 @@ times the largest loss with more (docs/distributed.md, "End to end").
     torchrun --nproc-per-node 2 examples/ddp_train.py [--steps N] [--tolerance T]
     OPENREG_DEVICE_COUNT=4 torchrun --nproc-per-node 4 examples/ddp_train.py
 """
+
 import argparse
 import copy
 import sys

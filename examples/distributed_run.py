@@ -3,6 +3,7 @@ global batch, and checking a distributed loss curve against the same training in
 
 Not a script: ddp_train.py and fsdp_train.py import it (torchrun puts their folder on sys.path).
 """
+
 import os
 import sys
 
@@ -21,8 +22,10 @@ def join(device_type: str) -> torch.device:
     """
     if "LOCAL_RANK" not in os.environ:
         script = os.path.relpath(sys.argv[0])
-        sys.exit(f"{script} runs one process per rank under a launcher that sets RANK, LOCAL_RANK and WORLD_SIZE:\n"
-                 f"    torchrun --nproc-per-node 2 {script}")
+        sys.exit(
+            f"{script} runs one process per rank under a launcher that sets RANK, LOCAL_RANK and WORLD_SIZE:\n"
+            f"    torchrun --nproc-per-node 2 {script}"
+        )
     if device_type == "cpu":
         dist.init_process_group("gloo")
         return torch.device("cpu")
@@ -69,8 +72,11 @@ def check_curves(label: str, curve: list[float], reference: list[float], toleran
         print(f"{'step':>4}  {'cpu, 1 process':>16}  {label + f', {world} ranks':>28}")
         for step, (b, a) in enumerate(zip(reference, curve)):
             print(f"{step:>4}  {b:>16.8f}  {a:>28.8f}")
-        print(f"largest difference {worst:.3g} of the largest loss (tolerance {tolerance:g}) -> "
-              f"{'match' if ok else 'MISMATCH'}", flush=True)
+        print(
+            f"largest difference {worst:.3g} of the largest loss (tolerance {tolerance:g}) -> "
+            f"{'match' if ok else 'MISMATCH'}",
+            flush=True,
+        )
     dist.barrier()  # rank 0 has printed before any rank leaves
     dist.destroy_process_group()
     return ok

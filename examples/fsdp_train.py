@@ -10,6 +10,7 @@ CPU run, so it compares within --mp-tolerance.
 
     torchrun --nproc-per-node 2 examples/fsdp_train.py [--mixed-precision] [--steps N]
 """
+
 import argparse
 import copy
 import sys
@@ -25,8 +26,9 @@ from distributed_run import check_curves, global_mean, join, train_on_slices
 
 def make_model():
     torch.manual_seed(0)
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                         nn.Linear(256, 10))
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
 
 
 def train(model, device, steps, rank=0, world=1):
@@ -48,8 +50,11 @@ def main() -> int:
     reference = [loss.item() for loss in train(copy.deepcopy(model), "cpu", args.steps)]
 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if args.mixed_precision else MixedPrecisionPolicy()
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if args.mixed_precision
+        else MixedPrecisionPolicy()
+    )
     model.to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):

@@ -17,6 +17,7 @@ docs/profiling.md says how to open both files.
 
     python examples/profile_training.py [--out-dir DIR] [--steps N]
 """
+
 import argparse
 import os
 import tempfile
@@ -45,8 +46,11 @@ def make_model() -> nn.Module:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", default=os.path.join(tempfile.gettempdir(), "openreg_profile"),
-                        help="where the trace and the snapshot are written (default: %(default)s)")
+    parser.add_argument(
+        "--out-dir",
+        default=os.path.join(tempfile.gettempdir(), "openreg_profile"),
+        help="where the trace and the snapshot are written (default: %(default)s)",
+    )
     parser.add_argument("--steps", type=int, default=3, help="training steps recorded (after 2 warm-up steps)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
@@ -58,8 +62,10 @@ def main() -> None:
     model = make_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(1)
-    batches = [(torch.randn(16, 3, 16, 16, generator=g), torch.randint(0, 10, (16,), generator=g))
-               for _ in range(WAIT + WARMUP + args.steps)]
+    batches = [
+        (torch.randn(16, 3, 16, 16, generator=g), torch.randint(0, 10, (16,), generator=g))
+        for _ in range(WAIT + WARMUP + args.steps)
+    ]
 
     memory = torch.openreg.memory
     records_history = hasattr(memory, "_record_memory_history")

@@ -16,6 +16,7 @@ model's outputs differ from the trained model's.
 
     python examples/streams_training.py [--epochs N]
 """
+
 import argparse
 import copy
 import os
@@ -45,8 +46,7 @@ def make_model(features: int = 32, classes: int = 4) -> nn.Module:
 
 def make_loader(dataset: TensorDataset) -> DataLoader:
     # The same shuffling order for every run: a fresh, seeded generator.
-    return DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True,
-                      generator=torch.Generator().manual_seed(7))
+    return DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True, generator=torch.Generator().manual_seed(7))
 
 
 class Prefetcher:
@@ -132,8 +132,10 @@ def checkpoint_round_trip(model, optimizer, features, classes):
     reloaded.load_state_dict(state["model"])
     reloaded_opt = torch.optim.Adam(reloaded.parameters(), lr=1e-3)
     reloaded_opt.load_state_dict(state["optimizer"])
-    print(f"checkpoint: {size / 1024:.1f} KiB, reloaded on "
-          f"{next(reloaded.parameters()).device} with {len(reloaded_opt.state)} optimizer states")
+    print(
+        f"checkpoint: {size / 1024:.1f} KiB, reloaded on "
+        f"{next(reloaded.parameters()).device} with {len(reloaded_opt.state)} optimizer states"
+    )
     return reloaded, reloaded_opt
 
 
@@ -172,11 +174,19 @@ def main() -> int:
     print(f"  memory_allocated      {torch.openreg.memory_allocated(0) / MiB:8.2f} MiB")
     print(f"  max_memory_allocated  {torch.openreg.max_memory_allocated(0) / MiB:8.2f} MiB")
     print(f"  memory_reserved       {torch.openreg.memory_reserved(0) / MiB:8.2f} MiB")
-    for key in ("allocation.all.allocated", "segment.all.current", "num_device_alloc", "num_alloc_retries",
-                "num_ooms", "inactive_split.all.current"):
+    for key in (
+        "allocation.all.allocated",
+        "segment.all.current",
+        "num_device_alloc",
+        "num_alloc_retries",
+        "num_ooms",
+        "inactive_split.all.current",
+    ):
         print(f"  {key:<28}{stats[key]:>8}")
-    print(f"memory (openreg:1): allocated {torch.openreg.memory_allocated(1) / MiB:.2f} MiB, "
-          f"reserved {torch.openreg.memory_reserved(1) / MiB:.2f} MiB")
+    print(
+        f"memory (openreg:1): allocated {torch.openreg.memory_allocated(1) / MiB:.2f} MiB, "
+        f"reserved {torch.openreg.memory_reserved(1) / MiB:.2f} MiB"
+    )
     return 0 if loss_ok and reload_ok else 1
 
 

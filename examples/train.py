@@ -5,6 +5,7 @@ must agree; the script exits non-zero if they do not.
 
     python examples/train.py [--steps N]
 """
+
 import argparse
 import copy
 import sys
@@ -63,8 +64,7 @@ def main() -> int:
     cpu_losses = train(copy.deepcopy(model), "cpu", args.steps)
     openreg_losses = train(copy.deepcopy(model), "openreg", args.steps)
 
-    print(f"accelerator: {torch.accelerator.current_accelerator()}, "
-          f"{torch.accelerator.device_count()} devices")
+    print(f"accelerator: {torch.accelerator.current_accelerator()}, {torch.accelerator.device_count()} devices")
     print(f"{'step':>4}  {'cpu loss':>10}  {'openreg loss':>12}")
     for step, (c, o) in enumerate(zip(cpu_losses, openreg_losses)):
         print(f"{step:>4}  {c:>10.6f}  {o:>12.6f}")

@@ -4,6 +4,7 @@ Nothing here changes the environment of the pytest process: the OPENREG_*
 settings are read once per process, so tests that need other values run a
 child interpreter through ``run_python``.
 """
+
 import os
 import signal
 import subprocess
@@ -171,6 +172,7 @@ def restore_device():
 @pytest.fixture
 def default_streams():
     """The test starts and ends with the default streams current, on device 0."""
+
     def reset():
         for index in range(torch.openreg.device_count()):
             torch.openreg.set_stream(torch.openreg.default_stream(index))

@@ -8,6 +8,7 @@ gloo jobs of torch 2.13 itself sometimes abort at interpreter exit after finishi
 (docs/distributed.md). Every wait is bounded: on timeout every rank still running is killed and the test
 fails with each rank's output.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,7 +109,9 @@ def run_ranks(
         log.seek(0)
         output = log.read()
         log.close()
-        results = [json.loads(line[len(RESULT_PREFIX):]) for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
+        results = [
+            json.loads(line[len(RESULT_PREFIX) :]) for line in output.splitlines() if line.startswith(RESULT_PREFIX)
+        ]
         ranks.append(Rank(rank, proc.returncode, output, results))
     outputs = "\n".join(f"--- rank {r.rank} (exit {r.returncode}) ---\n{r.output}" for r in ranks)
     if timed_out:

@@ -1,6 +1,7 @@
 """Hugging Face accelerate on openreg: selected with ACCELERATE_TORCH_DEVICE (see docs/libraries.md), a prepared
 training loop gives the CPU's parameters bit for bit. Runs only where accelerate is installed (it is not a
 dependency of torch_openreg, and the test must not need the network)."""
+
 import pytest
 
 from conftest import check_ok, run_python
@@ -50,8 +51,7 @@ print("same", all(torch.equal(a.cpu(), e) and a.device.type == "openreg"
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["model_first", "optimizer_first"])
 def test_accelerator_uses_openreg_when_selected_and_trains_as_the_cpu(order):
-    out = check_ok(run_python(f"ORDER = {order!r}\n" + TRAIN, timeout=300,
-                              ACCELERATE_TORCH_DEVICE="openreg"))
+    out = check_ok(run_python(f"ORDER = {order!r}\n" + TRAIN, timeout=300, ACCELERATE_TORCH_DEVICE="openreg"))
     assert "device openreg DistributedType.NO" in out, out
     assert "same True" in out, out
 
@@ -59,8 +59,11 @@ def test_accelerator_uses_openreg_when_selected_and_trains_as_the_cpu(order):
 @pytest.mark.slow
 def test_without_the_variable_accelerate_picks_the_cpu():
     """accelerate 1.x chooses among the accelerators it knows by name; openreg is not one (docs/libraries.md)."""
-    out = check_ok(run_python(
-        "from accelerate import Accelerator; print('device', Accelerator().device)",
-        timeout=300, ACCELERATE_TORCH_DEVICE=None,
-    ))
+    out = check_ok(
+        run_python(
+            "from accelerate import Accelerator; print('device', Accelerator().device)",
+            timeout=300,
+            ACCELERATE_TORCH_DEVICE=None,
+        )
+    )
     assert "device cpu" in out, out

@@ -6,6 +6,7 @@ that has no check here (and so, maybe, no openreg support).
 torch.accelerator.Graph is checked to CUDA-graph semantics: capture on a side
 stream, then replay recomputes into the captured outputs, seeing inputs that
 were refreshed in place."""
+
 import threading
 import warnings
 
@@ -34,6 +35,7 @@ def _device_args(index):
 # --------------------------------------------------------------------------
 # one check per public name
 # --------------------------------------------------------------------------
+
 
 def check_current_accelerator():
     acc = torch.accelerator.current_accelerator()
@@ -160,11 +162,22 @@ def check_synchronize():
 
 def check_get_device_capability():
     for arg in (None,) + _device_args(1):
-        capability = (torch.accelerator.get_device_capability() if arg is None
-                      else torch.accelerator.get_device_capability(arg))
+        capability = (
+            torch.accelerator.get_device_capability() if arg is None else torch.accelerator.get_device_capability(arg)
+        )
         dtypes = capability["supported_dtypes"]
-        for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int8,
-                      torch.uint8, torch.bool, torch.complex64, torch.complex128):
+        for dtype in (
+            torch.float32,
+            torch.float64,
+            torch.float16,
+            torch.bfloat16,
+            torch.int64,
+            torch.int8,
+            torch.uint8,
+            torch.bool,
+            torch.complex64,
+            torch.complex128,
+        ):
             assert dtype in dtypes, dtype
         for dtype in (torch.qint8, torch.quint8, torch.qint32):  # quantized tensors, as CUDA's kernels
             assert dtype in dtypes, dtype
@@ -300,8 +313,14 @@ def check_reset_accumulated_memory_stats():
             assert stats["allocation.all.allocated"] > 0 and stats["allocation.all.freed"] > 0
             module.reset_accumulated_memory_stats(torch.device("openreg", index))
             stats = module.memory_stats(index)
-            for key in ("allocation.all.allocated", "allocation.all.freed", "allocated_bytes.all.allocated",
-                        "allocated_bytes.all.freed", "num_alloc_retries", "num_ooms"):
+            for key in (
+                "allocation.all.allocated",
+                "allocation.all.freed",
+                "allocated_bytes.all.allocated",
+                "allocated_bytes.all.freed",
+                "num_alloc_retries",
+                "num_ooms",
+            ):
                 assert stats[key] == 0, key
             assert stats["allocated_bytes.all.current"] == module.memory_allocated(index)
 
@@ -360,6 +379,7 @@ def test_public_name(name):
 # --------------------------------------------------------------------------
 # torch.accelerator.Graph, CUDA-graph semantics
 # --------------------------------------------------------------------------
+
 
 def _graph_basic():
     x_cpu = make_cpu((8, 5), seed=10)

@@ -5,6 +5,7 @@ and a multi-threaded stress run that must leave nothing allocated.
 
 Scenarios whose exact numbers depend on what the cache already holds run in a
 fresh interpreter (``run_python``), where the baseline is known to be empty."""
+
 import json
 
 import pytest
@@ -171,14 +172,24 @@ def _delta(scenario, key):
 
 
 def _pool_keys(pool):
-    prefixes = ("allocation", "segment", "active", "allocated_bytes", "reserved_bytes", "active_bytes",
-                "requested_bytes", "inactive_split", "inactive_split_bytes")
+    prefixes = (
+        "allocation",
+        "segment",
+        "active",
+        "allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "requested_bytes",
+        "inactive_split",
+        "inactive_split_bytes",
+    )
     return [f"{p}.{pool}.{field}" for p in prefixes for field in ("current", "peak", "allocated", "freed")]
 
 
 # --------------------------------------------------------------------------
 # exact statistics, fresh interpreter
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_small_allocation_statistics(fresh):
@@ -299,9 +310,17 @@ def test_peaks_and_resets(fresh):
     assert reset_peak["max_allocated"] == reset_peak["allocated"] == 3 * MiB
     assert reset_peak["max_reserved"] == reset_peak["reserved"] == 32 * MiB
     reset = s["after_reset_accumulated"]
-    for key in ("allocation.all.allocated", "allocation.all.freed", "allocated_bytes.all.allocated",
-                "allocated_bytes.all.freed", "segment.all.allocated", "num_device_alloc", "num_device_free",
-                "num_alloc_retries", "num_ooms"):
+    for key in (
+        "allocation.all.allocated",
+        "allocation.all.freed",
+        "allocated_bytes.all.allocated",
+        "allocated_bytes.all.freed",
+        "segment.all.allocated",
+        "num_device_alloc",
+        "num_device_free",
+        "num_alloc_retries",
+        "num_ooms",
+    ):
         assert reset[key] == 0, key
     # current values are not accumulated counters
     assert reset["allocated_bytes.all.current"] == 3 * MiB
@@ -336,6 +355,7 @@ def test_empty_cache_releases_everything_once_freed(fresh):
 # in-process: the Python entry points and device arguments
 # --------------------------------------------------------------------------
 
+
 def test_openreg_memory_functions_agree_with_accelerator():
     keep = [torch.empty(3 * MiB, dtype=torch.uint8, device="openreg:1"), torch.ones(100, device="openreg:0")]
     for index in (0, 1):
@@ -366,8 +386,17 @@ def test_memory_functions_reject_bad_devices():
 
 def test_cuda_stat_names():
     stats = torch.openreg.memory_stats(0)
-    for prefix in ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
-                   "active_bytes", "inactive_split_bytes", "requested_bytes"):
+    for prefix in (
+        "allocation",
+        "segment",
+        "active",
+        "inactive_split",
+        "allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "inactive_split_bytes",
+        "requested_bytes",
+    ):
         for pool in ("all", "small_pool", "large_pool"):
             for field in ("current", "peak", "allocated", "freed"):
                 assert f"{prefix}.{pool}.{field}" in stats, f"{prefix}.{pool}.{field}"
@@ -802,8 +831,9 @@ except NotImplementedError as e:
 
 @pytest.mark.slow
 def test_alloc_conf_invalid_value_is_an_error():
-    proc = run_python("import torch; torch.ones(4, device='openreg')",
-                      PYTORCH_ALLOC_CONF="garbage_collection_threshold:1.5")
+    proc = run_python(
+        "import torch; torch.ones(4, device='openreg')", PYTORCH_ALLOC_CONF="garbage_collection_threshold:1.5"
+    )
     assert proc.returncode != 0
     assert "garbage_collect_threshold is invalid" in proc.stderr
 

@@ -8,6 +8,7 @@ the same casts explicitly (not CPU autocast: its lists differ).
 ``python tests/test_autocast.py`` prints the policy table of docs/amp.md from
 the header; a test checks that the table is current.
 """
+
 import os
 import re
 import warnings

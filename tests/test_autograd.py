@@ -4,6 +4,7 @@ Each model is built on the CPU, deep-copied, and the copy moved to openreg, so
 both start from the same weights. Forward outputs, losses, every parameter's
 gradient (and buffers such as BatchNorm running statistics) are compared.
 """
+
 import copy
 
 import pytest

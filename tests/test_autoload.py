@@ -3,6 +3,7 @@
 Each check needs a fresh interpreter, so they run in subprocesses; each child
 prints KEY=VALUE lines that the test parses.
 """
+
 import pytest
 
 from conftest import check_ok, parse_key_values, run_python
@@ -130,11 +131,13 @@ def test_import_twice_is_harmless():
 @pytest.mark.slow
 def test_importing_the_package_before_torch():
     # torch's autoload runs while torch_openreg is still initializing.
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import torch_openreg
         import torch
         print((torch.ones(2, device="openreg") + 1).cpu().tolist())
         """
-    ))
+        )
+    )
     assert out.strip() == "[2.0, 2.0]"

@@ -1,6 +1,7 @@
 """Which thread runs openreg's backward passes: the caller's, when the roots are on the current device, so that no
 second OpenMP team slows the process; the engine's device thread otherwise, as on a GPU. Gradients always equal
 the CPU's."""
+
 import copy
 import threading
 
@@ -20,9 +21,10 @@ def mlp_gradients(device, inputs, weights):
 
 def record_threads(tensor, seen):
     """A hook noting the thread, the current openreg device and the multithreading switch it runs with."""
+
     def hook(grad):
-        seen.append((threading.get_ident(), torch.openreg.current_device(),
-                     torch.autograd.is_multithreading_enabled()))
+        seen.append((threading.get_ident(), torch.openreg.current_device(), torch.autograd.is_multithreading_enabled()))
+
     tensor.register_hook(hook)
 
 

@@ -1,4 +1,5 @@
 """Misuse gives a clear Python exception, and the process keeps working."""
+
 import gc
 
 import pytest
@@ -42,8 +43,14 @@ def test_set_device_out_of_range(restore_device):
 def test_mixed_openreg_and_cpu_binary_op():
     x = torch.ones(3, device=DEVICE)
     y = torch.ones(3)
-    for fn in (lambda: x + y, lambda: y * x, lambda: torch.maximum(x, y), lambda: x.add_(y),
-               lambda: torch.where(x > 0, x, y), lambda: torch.cat([x, y])):
+    for fn in (
+        lambda: x + y,
+        lambda: y * x,
+        lambda: torch.maximum(x, y),
+        lambda: x.add_(y),
+        lambda: torch.where(x > 0, x, y),
+        lambda: torch.cat([x, y]),
+    ):
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
             fn()
     # x was not modified by the failed in-place op
@@ -67,12 +74,19 @@ def test_mixed_matmul():
 
 def test_invalid_sparse_tensors_are_rejected():
     with pytest.raises(RuntimeError, match="size is inconsistent with indices"):
-        torch.sparse_coo_tensor(torch.tensor([[0, 5]]), torch.tensor([1.0, 2.0]), (3,), device=DEVICE,
-                                check_invariants=True)
+        torch.sparse_coo_tensor(
+            torch.tensor([[0, 5]]), torch.tensor([1.0, 2.0]), (3,), device=DEVICE, check_invariants=True
+        )
     _still_works()
     with pytest.raises(RuntimeError, match="crow_indices"):
-        torch.sparse_csr_tensor(torch.tensor([0, 2, 1]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), (2, 2),
-                                device=DEVICE, check_invariants=True)
+        torch.sparse_csr_tensor(
+            torch.tensor([0, 2, 1]),
+            torch.tensor([0, 1]),
+            torch.tensor([1.0, 2.0]),
+            (2, 2),
+            device=DEVICE,
+            check_invariants=True,
+        )
     _still_works()
 
 
@@ -88,9 +102,11 @@ def test_unsupported_layouts_are_rejected():
 
 
 def test_pin_memory_factory_argument():
-    for factory in (lambda: torch.empty(2, device=DEVICE, pin_memory=True),
-                    lambda: torch.zeros(2, 3, device=DEVICE, pin_memory=True),
-                    lambda: torch.empty_strided((2,), (1,), device=DEVICE, pin_memory=True)):
+    for factory in (
+        lambda: torch.empty(2, device=DEVICE, pin_memory=True),
+        lambda: torch.zeros(2, 3, device=DEVICE, pin_memory=True),
+        lambda: torch.empty_strided((2,), (1,), device=DEVICE, pin_memory=True),
+    ):
         with pytest.raises(RuntimeError, match="pin"):
             factory()
     _still_works()
@@ -242,10 +258,12 @@ def test_op_without_cpu_kernel(name):
     x = torch.ones(1, 1, 3, 3, device=DEVICE)
     calls = {
         "_cudnn_rnn_flatten_weight": lambda: torch.ops.aten._cudnn_rnn_flatten_weight(
-            [torch.ones(8, 2, device=DEVICE)], 2, 2, 2, 4, 0, 1, False, False),
+            [torch.ones(8, 2, device=DEVICE)], 2, 2, 2, 4, 0, 1, False, False
+        ),
         "_fused_dropout": lambda: torch.ops.aten._fused_dropout(torch.ones(3, device=DEVICE), 0.5),
         "cudnn_convolution": lambda: torch.ops.aten.cudnn_convolution(
-            x, torch.ones(1, 1, 1, 1, device=DEVICE), [0, 0], [1, 1], [1, 1], 1, False, False, False),
+            x, torch.ones(1, 1, 1, 1, device=DEVICE), [0, 0], [1, 1], [1, 1], 1, False, False, False
+        ),
     }
     with pytest.raises(NotImplementedError) as info:
         calls[op_name]()

@@ -1,5 +1,6 @@
 """The benchmark suite runs: `benchmarks/run.py --quick` writes every case with
 positive timings. Timings are not asserted (CI machines vary)."""
+
 import json
 import os
 import subprocess
@@ -37,7 +38,10 @@ def test_quick_run_writes_every_case(tmp_path):
     # The timeout only ends a hung run: on an idle machine it takes 2 to 4 minutes, on a loaded one several times that.
     proc = subprocess.run(
         [sys.executable, RUN, "--quick", "--json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=1800,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
@@ -48,7 +52,8 @@ def test_quick_run_writes_every_case(tmp_path):
     assert library_suite is None or list(library_suite)[-1] == "total"
     assert {group: set(cases) for group, cases in results["protection_on"].items()} == CASES
     assert {group: set(cases) for group, cases in results["protection_off"].items()} == {
-        group: cases for group, cases in CASES.items() if group not in DEFAULT_SETTING_ONLY}
+        group: cases for group, cases in CASES.items() if group not in DEFAULT_SETTING_ONLY
+    }
     # The copying fallback runs the cases that reached the fallback, atan2 at least.
     assert "atan2" in results["copy_fallback"]["small"]
     assert results["protection_on"]["small"]["atan2"]["fallback_ops"]
@@ -68,15 +73,28 @@ def saved_report(small):
 def test_saved_report_lists_misses_within_noise(tmp_path):
     """`--from` reprints a saved report; a missed target that some repetition met is listed as noise, one that
     no repetition met is not."""
+
     def case(description, ratio, repetitions):
-        return {"description": description, "openreg_s": ratio * 1e-6, "cpu_s": 1e-6, "ratio": ratio,
-                "repetition_ratios": repetitions, "fallback_ops": {}}
+        return {
+            "description": description,
+            "openreg_s": ratio * 1e-6,
+            "cpu_s": 1e-6,
+            "ratio": ratio,
+            "repetition_ratios": repetitions,
+            "fallback_ops": {},
+        }
 
     saved = tmp_path / "report.json"
-    saved.write_text(json.dumps(saved_report({
-        "add": case("add (noisy miss)", 1.25, [1.25, 1.31, 1.15]),  # target 1.2x: one repetition met it
-        "atan2": case("atan2 (clear miss)", 2.0, [1.9, 2.0, 2.1]),  # target 1.5x: none did
-    })))
+    saved.write_text(
+        json.dumps(
+            saved_report(
+                {
+                    "add": case("add (noisy miss)", 1.25, [1.25, 1.31, 1.15]),  # target 1.2x: one repetition met it
+                    "atan2": case("atan2 (clear miss)", 2.0, [1.9, 2.0, 2.1]),  # target 1.5x: none did
+                }
+            )
+        )
+    )
     proc = subprocess.run([sys.executable, RUN, "--from", str(saved)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     table, _, noise = proc.stdout.partition("within noise")
@@ -96,8 +114,14 @@ def test_case_measured_in_several_processes_reports_the_median_process(tmp_path)
         sys.path.remove(os.path.dirname(RUN))
 
     def entry(ratio, repetitions):
-        return {"description": "MLP step", "openreg_s": ratio * 1e-3, "cpu_s": 1e-3, "ratio": ratio,
-                "repetition_ratios": repetitions, "fallback_ops": {}}
+        return {
+            "description": "MLP step",
+            "openreg_s": ratio * 1e-3,
+            "cpu_s": 1e-3,
+            "ratio": ratio,
+            "repetition_ratios": repetitions,
+            "fallback_ops": {},
+        }
 
     merged = run.median_process([entry(1.3, [1.3, 1.4]), entry(0.9, [0.9]), entry(1.1, [1.0, 1.2])])
     assert merged["ratio"] == 1.1 and merged["openreg_s"] == 1.1e-3
@@ -116,9 +140,16 @@ def test_case_measured_in_several_processes_reports_the_median_process(tmp_path)
 def test_saved_reports_compared_case_by_case(tmp_path):
     """`--against` prints each ratio beside an earlier report's, naming the cases that got slower or faster (the
     copies' ratios are bandwidths: a lower one is slower)."""
+
     def case(description, ratio):
-        return {"description": description, "openreg_s": ratio * 1e-6, "cpu_s": 1e-6, "ratio": ratio,
-                "repetition_ratios": [ratio], "fallback_ops": {}}
+        return {
+            "description": description,
+            "openreg_s": ratio * 1e-6,
+            "cpu_s": 1e-6,
+            "ratio": ratio,
+            "repetition_ratios": [ratio],
+            "fallback_ops": {},
+        }
 
     def report(add, atan2, h2d):
         saved = saved_report({"add": case("add (stub kernel)", add), "atan2": case("atan2 (fallback)", atan2)})
@@ -129,8 +160,9 @@ def test_saved_reports_compared_case_by_case(tmp_path):
     then, now = tmp_path / "then.json", tmp_path / "now.json"
     then.write_text(json.dumps(report(add=1.0, atan2=1.4, h2d=1.0)))
     now.write_text(json.dumps(report(add=1.3, atan2=1.41, h2d=0.8)))
-    proc = subprocess.run([sys.executable, RUN, "--from", str(now), "--against", str(then)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, RUN, "--from", str(now), "--against", str(then)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     comparison = proc.stdout.split("against the last saved run", 1)[1].splitlines()
     [add] = [line for line in comparison if "add (stub kernel)" in line]

@@ -4,6 +4,7 @@ Checkpointing enters torch.autocast(device_type) for the recomputation and
 saves/restores the openreg generator through the device module, so dropout
 replays the same mask.
 """
+
 import copy
 from functools import partial
 
@@ -129,9 +130,7 @@ def test_selective_checkpointing(save_matmuls):
     counter = _CountMatmuls()
 
     def run(m, x):
-        out = checkpoint(
-            m, x, use_reentrant=False, context_fn=partial(create_selective_checkpoint_contexts, policy)
-        )
+        out = checkpoint(m, x, use_reentrant=False, context_fn=partial(create_selective_checkpoint_contexts, policy))
         counter.__enter__()
         return out
 

@@ -10,6 +10,7 @@ and the rest is marked slow. The session compiles into its own Inductor cache
 directory (the ``inductor_cache`` fixture), so no test depends on what other
 processes cached.
 """
+
 import copy
 import re
 import signal
@@ -72,7 +73,9 @@ def test_registration_waits_for_dynamo_and_inductor_imports():
     expected = "OpenRegInterface OpenRegScheduling OpenRegDeviceOpOverrides\n"
     assert check_ok(run_python(check.format(before="", after_them=False))) == expected
     after = "import torch._dynamo.device_interface, torch._inductor.compile_fx"
-    assert check_ok(run_python(check.format(before=after, after_them=True), TORCH_DEVICE_BACKEND_AUTOLOAD=0)) == expected
+    assert (
+        check_ok(run_python(check.format(before=after, after_them=True), TORCH_DEVICE_BACKEND_AUTOLOAD=0)) == expected
+    )
 
 
 def test_device_interface_answers_for_openreg(default_streams):
@@ -155,6 +158,7 @@ def test_reduction_fused_with_pointwise():
 
 
 F = torch.nn.functional
+
 
 def reductions_and_norms(x, w, b, rows):
     return (
@@ -318,13 +322,20 @@ def test_fake_tensors_predict_the_eager_convolution_layout(case):
     w = make_cpu(weight_shape, dtype, seed=1).contiguous(memory_format=weight_format)
     b = make_cpu(weight_shape[1] if transposed else weight_shape[0], dtype, seed=2)
     spatial = len(weight_shape) - 2
-    options = dict(stride=[1] * spatial, padding=[1] * spatial, dilation=[1] * spatial, transposed=transposed,
-                   output_padding=[0] * spatial, groups=1)
+    options = dict(
+        stride=[1] * spatial,
+        padding=[1] * spatial,
+        dilation=[1] * spatial,
+        transposed=transposed,
+        output_padding=[0] * spatial,
+        groups=1,
+    )
 
     def forward_and_gradients(x, w, b):
         out = torch.ops.aten.convolution(x, w, b, **options)
-        grads = torch.ops.aten.convolution_backward(torch.ones_like(out), x, w, [b.numel()], **options,
-                                                    output_mask=[True, True, True])
+        grads = torch.ops.aten.convolution_backward(
+            torch.ones_like(out), x, w, [b.numel()], **options, output_mask=[True, True, True]
+        )
         return out, *grads
 
     on_cpu = forward_and_gradients(x, w, b)
@@ -371,9 +382,7 @@ def test_convolutions_run_channels_last_as_on_cpu():
 
 def make_mlp():
     torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4)
-    )
+    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 4))
 
 
 @pytest.mark.long
@@ -427,7 +436,12 @@ def convolutions_with_bias(image, kernel1, bias1, kernel2, bias2):
 TRAINING_CASES = {
     "cross_entropy_head": (
         cross_entropy_head,
-        lambda: (make_cpu((8, 16)), make_cpu((3, 16), seed=1), make_cpu(3, seed=2), make_cpu(8, torch.int64, low=0, high=2)),
+        lambda: (
+            make_cpu((8, 16)),
+            make_cpu((3, 16), seed=1),
+            make_cpu(3, seed=2),
+            make_cpu(8, torch.int64, low=0, high=2),
+        ),
     ),
     "bert_classifier_head": (
         bert_classifier_head,
@@ -670,6 +684,7 @@ def test_fx_graph_cache_hits_in_a_second_process_and_stays_per_device(tmp_path):
     compiled graph from the FX graph cache (and its kernels from the code
     cache); a CPU compilation of the same function never gets the openreg
     entry (the key holds the inputs' device)."""
+
     def run():
         return parse_key_values(check_ok(run_python(CACHED_FUNCTION, timeout=600, TORCHINDUCTOR_CACHE_DIR=tmp_path)))
 

@@ -1,4 +1,5 @@
 """The compile suite (``python -m torch_openreg.testing compile``): its CI slice, tolerances and pair counts."""
+
 import re
 
 import pytest

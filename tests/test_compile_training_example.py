@@ -1,4 +1,5 @@
 """examples/compile_training.py: compiled training on openreg follows the CPU's loss curves."""
+
 import importlib.util
 import os
 import subprocess
@@ -19,8 +20,13 @@ def _example_module():
 
 @pytest.mark.long
 def test_compiled_loss_curves_agree():
-    proc = subprocess.run([sys.executable, EXAMPLE, "--steps", "20"], capture_output=True, text=True, timeout=900,
-                          cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [sys.executable, EXAMPLE, "--steps", "20"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tempfile.gettempdir(),
+    )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     for model in ("small CNN", "small transformer"):
         assert f"{model}: identical bit for bit" in proc.stdout or f"{model}: agree within tolerance" in proc.stdout

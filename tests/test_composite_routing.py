@@ -3,6 +3,7 @@ kernel: each runs the CPU kernel on openreg (routed in csrc/aten/Fallback.cpp)
 or keeps its composite for a listed reason, and the results are the CPU's bit
 for bit, strides included. See docs/operators.md and
 torch_openreg/testing/composite_routing.py."""
+
 import itertools
 
 import pytest
@@ -18,8 +19,14 @@ from torch_openreg.testing.placement import to_device
 
 # Operators PrivateUse1 is routed to the CPU kernel for, beyond the composite
 # class (see the comment at the routing list in Fallback.cpp).
-ROUTED_FOR_OTHER_REASONS = {"aten::addr_", "aten::mse_loss", "aten::conj_physical_", "aten::_conj_physical",
-                            "aten::mode.values", "aten::index.Tensor"}
+ROUTED_FOR_OTHER_REASONS = {
+    "aten::addr_",
+    "aten::mse_loss",
+    "aten::conj_physical_",
+    "aten::_conj_physical",
+    "aten::mode.values",
+    "aten::index.Tensor",
+}
 
 # The OpInfo entries whose samples reach each routed or kept operator.
 OPINFO_NAMES = {
@@ -68,8 +75,10 @@ EXTRA_SAMPLES = {
     ],
     "aten::narrow_copy": [(torch.narrow_copy, (_channels_last((4, 3, 2, 2)), dim, 1, 2)) for dim in range(4)],
     "aten::_stack.out": [
-        (lambda tensors, dim: torch._stack(tensors, dim, out=torch.empty(0, device=tensors[0].device)),
-         ([make_cpu((3, 4)), make_cpu((3, 4), seed=1)], 0)),
+        (
+            lambda tensors, dim: torch._stack(tensors, dim, out=torch.empty(0, device=tensors[0].device)),
+            ([make_cpu((3, 4)), make_cpu((3, 4), seed=1)], 0),
+        ),
     ],
 }
 
@@ -88,8 +97,9 @@ def routed_operators():
     routed = set()
     for name in torch._C._dispatch_get_all_op_names():
         if name.startswith("aten::") and name != "aten::remainder.Tensor":
-            entry = next(line for line in torch._C._dispatch_dump_table(name).splitlines()
-                         if line.startswith("PrivateUse1:"))
+            entry = next(
+                line for line in torch._C._dispatch_dump_table(name).splitlines() if line.startswith("PrivateUse1:")
+            )
             # "[kernel]": a registration by name, not the backend fallback.
             if "csrc/aten/Fallback.cpp" in entry and entry.endswith("[kernel]") and name != "aten::_pin_memory":
                 routed.add(name)
@@ -101,7 +111,8 @@ def test_no_candidate_is_left_unrouted(candidates):
     assert not unrouted, (
         f"PrivateUse1 reaches a composite where the CPU has its own kernel: {unrouted}. Route each in "
         "csrc/aten/Fallback.cpp or list it, with the reason, in KEPT_COMPOSITES "
-        "(python -m torch_openreg.testing.composite_routing)")
+        "(python -m torch_openreg.testing.composite_routing)"
+    )
 
 
 def test_kept_list_names_only_current_candidates(candidates):
@@ -112,8 +123,14 @@ def test_kept_list_names_only_current_candidates(candidates):
 
 def test_the_known_members_of_the_class_are_found(candidates):
     names = {c.name for c in candidates}
-    assert {"aten::silu_backward", "aten::mish_backward", "aten::addr", "aten::native_layer_norm",
-            "aten::native_group_norm", "aten::pixel_shuffle"} <= names
+    assert {
+        "aten::silu_backward",
+        "aten::mish_backward",
+        "aten::addr",
+        "aten::native_layer_norm",
+        "aten::native_group_norm",
+        "aten::pixel_shuffle",
+    } <= names
     # Structured functional defaults run the `.out` kernel: not in the class.
     assert "aten::silu" not in names and "aten::mish" not in names
 
@@ -130,16 +147,18 @@ def test_structured_defaults_run_an_openreg_or_cpu_out_kernel():
     assert "aten::mm" in defaults and "aten::silu_" in defaults
     wrong = {}
     for name, delegate in defaults.items():
-        entry = next(line for line in torch._C._dispatch_dump_table(delegate).splitlines()
-                     if line.startswith("PrivateUse1:"))
+        entry = next(
+            line for line in torch._C._dispatch_dump_table(delegate).splitlines() if line.startswith("PrivateUse1:")
+        )
         if not ("[backend fallback]" in entry or "/csrc/" in entry):
             wrong[name] = entry
     assert not wrong, wrong
 
 
 @pytest.mark.parametrize("activation", [F.silu, F.mish], ids=["silu", "mish"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
-                         ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16], ids=lambda d: str(d).replace("torch.", "")
+)
 def test_activation_backward_is_bit_exact(activation, dtype):
     x = make_cpu((64, 33), dtype, low=-8, high=8).t()  # non-contiguous, with values where the tails matter
     grad = make_cpu((33, 64), dtype, seed=1)
@@ -181,24 +200,33 @@ def _opinfo_cases(op):
             parts = (sample.input, sample.args, sample.kwargs)
             yield (lambda p=parts: _call(op.op, p), lambda p=parts: _call(op.op, to_device(p)))
             if op.inplace_variant is not None and isinstance(sample.input, torch.Tensor):
+
                 def in_place(p, move):
                     p = to_device(p) if move else p
                     target = p[0].clone()
                     return op.inplace_variant(target, *p[1], **p[2]), target
+
                 yield (lambda p=parts: in_place(p, False), lambda p=parts: in_place(p, True))
             if op.supports_out:
+
                 def with_out(p, move):
                     p = to_device(p) if move else p
                     template = op.op(p[0], *p[1], **p[2])
-                    out = (torch.zeros_like(template) if isinstance(template, torch.Tensor)
-                           else tuple(torch.zeros_like(t) for t in template))
+                    out = (
+                        torch.zeros_like(template)
+                        if isinstance(template, torch.Tensor)
+                        else tuple(torch.zeros_like(t) for t in template)
+                    )
                     return op.op(p[0], *p[1], **p[2], out=out), out
+
                 yield (lambda p=parts: with_out(p, False), lambda p=parts: with_out(p, True))
         if op.supports_autograd and dtype in (torch.float32, torch.float64):
             for sample in itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), MAX_SAMPLES):
                 parts = (sample.input, sample.args, sample.kwargs)
-                yield (lambda s=sample, p=parts: _grads(op, s, p),
-                       lambda s=sample, p=parts: _grads(op, s, to_device(p)))
+                yield (
+                    lambda s=sample, p=parts: _grads(op, s, p),
+                    lambda s=sample, p=parts: _grads(op, s, to_device(p)),
+                )
 
 
 def _opinfo(name):
@@ -215,7 +243,8 @@ def _differential_cases(name):
 
 
 ROUTED_AND_KEPT = sorted(
-    {c.name for c in composite_routing.candidates() if c.status in ("routed", "kept")} | ROUTED_FOR_OTHER_REASONS)
+    {c.name for c in composite_routing.candidates() if c.status in ("routed", "kept")} | ROUTED_FOR_OTHER_REASONS
+)
 
 
 def test_every_routed_or_kept_operator_has_samples():
@@ -253,7 +282,12 @@ def test_functional_tensor_iterator_operators_run_the_cpu_kernel():
             base, _, overload = name.partition(".")
             if not getattr(getattr(torch.ops.aten, base), overload or "default")._schema.is_mutable:
                 iterator_functionals.add(qualified)
-    assert {"aten::bitwise_xor.Tensor", "aten::fmod.Tensor", "aten::glu", "aten::smooth_l1_loss"} <= iterator_functionals
+    assert {
+        "aten::bitwise_xor.Tensor",
+        "aten::fmod.Tensor",
+        "aten::glu",
+        "aten::smooth_l1_loss",
+    } <= iterator_functionals
     defaults = composite_routing.structured_defaults()
     assert not iterator_functionals & set(defaults), sorted(iterator_functionals & set(defaults))
     torch.openreg.reset_fallback_stats()

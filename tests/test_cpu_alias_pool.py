@@ -5,6 +5,7 @@ nothing one call left on a view may show in the next: not its sizes, strides, of
 requires_grad, and not its memory. A view that a kernel kept (escaped) must stay as it was, over the memory it was
 made for, while later calls run.
 """
+
 import threading
 
 import pytest
@@ -125,8 +126,16 @@ def test_a_reused_view_takes_each_calls_offset_and_strides():
     # calls that differ in the offset alone, in the strides alone, or in both take their own.
     cpu = make_cpu((4, 4), torch.float32, seed=10)
     x = cpu.to(DEVICE)
-    views = [lambda t: t[0], lambda t: t[1], lambda t: t[:, 1], lambda t: t, lambda t: t.t(), lambda t: t.t()[1:3],
-             lambda t: t[1:3], lambda t: t[1:3]]
+    views = [
+        lambda t: t[0],
+        lambda t: t[1],
+        lambda t: t[:, 1],
+        lambda t: t,
+        lambda t: t.t(),
+        lambda t: t.t()[1:3],
+        lambda t: t[1:3],
+        lambda t: t[1:3],
+    ]
     for view in views:
         assert_same(describe(view(x)), describe(view(cpu)))
         assert_same(torch.relu(view(x)), torch.relu(view(cpu)))

@@ -1,6 +1,7 @@
 """torch.openreg against torch.cuda's public API: docs/cuda-parity.md maps
 every public name of torch.cuda (and torch.cuda.memory, torch.cuda.amp) to
 openreg, and the functions that exist behave as torch.cuda documents."""
+
 import ctypes
 import os
 import pathlib
@@ -18,6 +19,7 @@ from conftest import DEVICE, assert_same, check_ok, make_cpu, parse_key_values, 
 
 PARITY_DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "cuda-parity.md"
 STATUSES = {"implemented", "not applicable", "not provided"}
+
 
 # Provided by the autocast change (torch.openreg.amp, is_bf16_supported); until
 # it is merged these may be absent. Once torch.openreg.amp exists every one of
@@ -68,7 +70,9 @@ def test_parity_table_covers_torch_cuda():
     cuda_names = set(torch.cuda.__all__) | set(torch.cuda.memory.__all__)
     _check_table(CUDA_TABLE, cuda_names, torch.openreg)
     later = {name for name, (_, notes) in CUDA_TABLE.items() if _added_after_this_release(notes)}
-    assert not later & cuda_names, f"rows marked as added by a later torch, though this one has them: {later & cuda_names}"
+    assert not later & cuda_names, (
+        f"rows marked as added by a later torch, though this one has them: {later & cuda_names}"
+    )
     stale = sorted(set(CUDA_TABLE) - cuda_names - later)
     assert not stale, f"docs/cuda-parity.md lists names torch.cuda no longer has: {stale}"
 
@@ -90,8 +94,18 @@ def test_parity_table_covers_torch_cuda_amp():
 
 
 LEGACY_STORAGE_DTYPES = [
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
 ]
 
 
@@ -122,6 +136,7 @@ def test_public_names_are_all():
 # --------------------------------------------------------------------------
 # Device properties
 # --------------------------------------------------------------------------
+
 
 def test_get_device_properties():
     for index in range(torch.openreg.device_count()):
@@ -162,8 +177,7 @@ def test_device_properties_uuid_is_stable_across_processes():
 @pytest.mark.parametrize("bad", [2, -1, 99, "openreg:5"])
 def test_device_properties_bad_index(bad):
     # torch.cuda's error for an index outside [0, device_count)
-    for fn in (torch.openreg.get_device_properties, torch.openreg.get_device_name,
-               torch.openreg.get_device_capability):
+    for fn in (torch.openreg.get_device_properties, torch.openreg.get_device_name, torch.openreg.get_device_capability):
         with pytest.raises(AssertionError, match="Invalid device id"):
             fn(bad)
 
@@ -176,6 +190,7 @@ def test_device_properties_wrong_device_type():
 # --------------------------------------------------------------------------
 # Memory
 # --------------------------------------------------------------------------
+
 
 def test_mem_get_info_counts_reserved_memory_as_used():
     for index in range(torch.openreg.device_count()):
@@ -197,10 +212,14 @@ def _cuda_summary_of(stats, device, abbreviated, monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "memory_stats", lambda device=None: stats)
     table = torch.cuda.memory.memory_summary(device, abbreviated=abbreviated)
     for cuda, openreg in [
-        ("PyTorch CUDA memory summary, device ID %-17d" % device,
-         "PyTorch openreg memory summary, device ID %-14d" % device),
-        ("   CUDA OOMs: %-12d |        cudaMalloc retries: %-8d" % (stats["num_ooms"], stats["num_alloc_retries"]),
-         "openreg OOMs: %-12d |        orMalloc retries: %-10d" % (stats["num_ooms"], stats["num_alloc_retries"])),
+        (
+            "PyTorch CUDA memory summary, device ID %-17d" % device,
+            "PyTorch openreg memory summary, device ID %-14d" % device,
+        ),
+        (
+            "   CUDA OOMs: %-12d |        cudaMalloc retries: %-8d" % (stats["num_ooms"], stats["num_alloc_retries"]),
+            "openreg OOMs: %-12d |        orMalloc retries: %-10d" % (stats["num_ooms"], stats["num_alloc_retries"]),
+        ),
         ("GPU reserved memory  ", "Device reserved mem  "),
         ("GPU reserved segments", "Device reserved segs "),
         ("Oversize GPU segments", "Oversize device segs "),
@@ -325,6 +344,7 @@ def test_caching_allocator_bad_input():
 # Streams and generators
 # --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def runtime():
     """The openreg runtime's C API, which torch_openreg._C exports."""
@@ -398,19 +418,22 @@ def test_default_generators():
 
 @pytest.mark.slow
 def test_default_generators_empty_until_initialized():
-    out = check_ok(run_python("""
+    out = check_ok(
+        run_python("""
         import torch
         print("before=%d" % len(torch.openreg.default_generators))
         torch.openreg.init()
         print("after=%d" % len(torch.openreg.default_generators))
         print("same=%s" % (torch.openreg.default_generators[0] is torch.openreg.default_generators[0]))
-    """))
+    """)
+    )
     assert parse_key_values(out) == {"before": "0", "after": "2", "same": "True"}
 
 
 # --------------------------------------------------------------------------
 # Memory pools and the caching switch
 # --------------------------------------------------------------------------
+
 
 def _pool_segments(pool):
     return [s for s in torch.openreg.memory_snapshot() if s["segment_pool_id"] == pool.id]
@@ -515,6 +538,7 @@ def test_caching_allocator_enable():
 # Sync debug mode
 # --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def sync_debug_mode():
     yield torch.openreg.set_sync_debug_mode
@@ -528,16 +552,18 @@ def test_sync_debug_mode_warns_on_synchronizing_calls(sync_debug_mode):
     assert torch.openreg.get_sync_debug_mode() == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        y = (x * 2 + 1).relu()                        # device work: no warning
-        torch.ones(4).to(DEVICE)                      # host to device: no warning
+        y = (x * 2 + 1).relu()  # device work: no warning
+        torch.ones(4).to(DEVICE)  # host to device: no warning
         pinned = torch.empty(8, pin_memory=True)
-        pinned.copy_(x, non_blocking=True)            # asynchronous: no warning
-    for call, what in [(lambda: x.sum().item(), "_local_scalar_dense"),
-                       (lambda: y.cpu(), "copy from openreg to the CPU"),
-                       (lambda: torch.nonzero(x), "aten::nonzero"),
-                       (lambda: x.masked_select(x > 0), "aten::masked_select"),
-                       (lambda: torch.openreg.synchronize(), "device synchronize"),
-                       (lambda: torch.openreg.current_stream().synchronize(), "stream synchronize")]:
+        pinned.copy_(x, non_blocking=True)  # asynchronous: no warning
+    for call, what in [
+        (lambda: x.sum().item(), "_local_scalar_dense"),
+        (lambda: y.cpu(), "copy from openreg to the CPU"),
+        (lambda: torch.nonzero(x), "aten::nonzero"),
+        (lambda: x.masked_select(x > 0), "aten::masked_select"),
+        (lambda: torch.openreg.synchronize(), "device synchronize"),
+        (lambda: torch.openreg.current_stream().synchronize(), "stream synchronize"),
+    ]:
         with pytest.warns(UserWarning, match=f"called a synchronizing openreg operation: .*{what}"):
             call()
     sync_debug_mode(0)
@@ -563,6 +589,7 @@ def test_sync_debug_mode_error_and_bad_input(sync_debug_mode):
 # --------------------------------------------------------------------------
 # Graphs
 # --------------------------------------------------------------------------
+
 
 def test_openreg_graph_and_graph_context():
     x_cpu = make_cpu(16, seed=70)
@@ -605,8 +632,8 @@ def test_make_graphed_callables_matches_cpu():
     scale = lambda a, b: a * b.sigmoid()  # noqa: E731
     sample = torch.zeros(4, 6, device=DEVICE, requires_grad=True)
     graphed_model, graphed_scale = torch.openreg.make_graphed_callables(
-        (model, scale), ((sample,), (torch.zeros(4, 3, device=DEVICE, requires_grad=True),
-                                     torch.zeros(4, 3, device=DEVICE)))
+        (model, scale),
+        ((sample,), (torch.zeros(4, 3, device=DEVICE, requires_grad=True), torch.zeros(4, 3, device=DEVICE))),
     )
     assert graphed_model is model
     for seed in (80, 81):

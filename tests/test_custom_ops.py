@@ -8,6 +8,7 @@ differentiable), the documented autograd behaviour, aliasing, the meta device,
 FakeTensorMode, torch.compile(fullgraph=True) tracing, and values against the
 CPU.
 """
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -264,10 +265,14 @@ def test_accumulate_mutates_in_place():
     "call, message",
     [
         (lambda: openreg.custom_abs(t((3,), DEVICE), out=torch.empty(3)), "openreg:0 and cpu"),
-        (lambda: openreg.custom_abs(t((3,), DEVICE), out=torch.empty(3, device=DEVICE, dtype=torch.float64)),
-         "openreg::custom_abs.out: expected out to have dtype Float"),
-        (lambda: openreg.scaled_tanh(t((3,), DEVICE, torch.int64), 1.0),
-         "openreg::scaled_tanh: expected a floating-point tensor, but got Long on openreg:0"),
+        (
+            lambda: openreg.custom_abs(t((3,), DEVICE), out=torch.empty(3, device=DEVICE, dtype=torch.float64)),
+            "openreg::custom_abs.out: expected out to have dtype Float",
+        ),
+        (
+            lambda: openreg.scaled_tanh(t((3,), DEVICE, torch.int64), 1.0),
+            "openreg::scaled_tanh: expected a floating-point tensor, but got Long on openreg:0",
+        ),
         (lambda: openreg_py.smooth_clamp(t((3,), DEVICE), 1.0, 1.0), "expected lo < hi, but got lo=1.0, hi=1.0"),
         (lambda: openreg_py.accumulate_(t((3,), DEVICE), t((3,), "cpu"), 1.0), "openreg:0 and cpu"),
         (lambda: openreg_py.accumulate_(t((3,), DEVICE), t((2, 3), DEVICE), 1.0), "does not broadcast"),

@@ -5,6 +5,7 @@ imported; ``PrivateUse1TestBase.setUpClass()`` before instantiation makes every
 generated class ``...OPENREG`` (and applies ``@dtypesIfPRIVATEUSE1``-style
 device keys under the name ``openreg``).
 """
+
 import itertools
 
 import torch
@@ -76,6 +77,8 @@ def test_harness_instantiated_openreg_classes():
     generated = sorted(name for name in globals() if name.startswith("TestHarness"))
     assert generated == ["TestHarnessOPENREG"], generated
     generated_class = globals()["TestHarnessOPENREG"]
-    tests = [name for name in dir(generated_class) if name.startswith("test_") and callable(getattr(generated_class, name))]
+    tests = [
+        name for name in dir(generated_class) if name.startswith("test_") and callable(getattr(generated_class, name))
+    ]
     assert len(tests) > len(OPS), tests
     assert all("openreg" in name for name in tests), tests

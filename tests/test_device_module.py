@@ -1,5 +1,6 @@
 """torch.openreg (the device module), torch.accelerator, and the methods that
 torch.utils.generate_methods_for_privateuse1_backend adds for openreg."""
+
 import threading
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import DEVICE, assert_same, check_ok, make_cpu, parse_key_values, 
 # torch.openreg
 # --------------------------------------------------------------------------
 
+
 def test_module_attributes():
     import torch_openreg.openreg as module
 
@@ -19,8 +21,19 @@ def test_module_attributes():
     assert torch.get_device_module("openreg") is module
     for name in module.__all__:
         assert hasattr(torch.openreg, name), name
-    for name in ("is_available", "device_count", "current_device", "set_device", "device", "device_of",
-                 "synchronize", "is_initialized", "init", "_is_in_bad_fork", "_lazy_init"):
+    for name in (
+        "is_available",
+        "device_count",
+        "current_device",
+        "set_device",
+        "device",
+        "device_of",
+        "synchronize",
+        "is_initialized",
+        "init",
+        "_is_in_bad_fork",
+        "_lazy_init",
+    ):
         assert callable(getattr(torch.openreg, name)), name
 
 
@@ -168,6 +181,7 @@ def test_current_device_is_per_thread(restore_device):
 # torch.accelerator
 # --------------------------------------------------------------------------
 
+
 def test_accelerator_api(restore_device):
     acc = torch.accelerator.current_accelerator()
     assert acc == torch.device("openreg")
@@ -196,6 +210,7 @@ def test_accelerator_api(restore_device):
 # --------------------------------------------------------------------------
 # Generated methods
 # --------------------------------------------------------------------------
+
 
 def test_tensor_methods():
     cpu = make_cpu((2, 3), torch.float32)
@@ -258,6 +273,7 @@ def test_packed_sequence_methods():
 # --------------------------------------------------------------------------
 # Environment (subprocesses)
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_device_count_env_four():

@@ -1,4 +1,5 @@
 """The CI slice of the device-generic suites (``--quick``): OpInfo operators, modules and optimizers."""
+
 import os
 import re
 import subprocess

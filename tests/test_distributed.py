@@ -3,6 +3,7 @@
 Each test runs one multi-process job (tests/distributed_launcher.py) whose ranks report what they found;
 many operations are batched into one job, since starting processes and importing torch dominate the cost.
 """
+
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,6 @@ def test_registered_for_openreg():
     # A c10d Backend, as register_backend's creators must return.
     assert issubclass(ProcessGroupOpenReg, torch._C._distributed_c10d.Backend)
     assert ProcessGroupOpenReg.NAME == "orccl"
-
 
 
 def test_backend_checks_the_gloo_group_it_is_given():
@@ -56,13 +56,21 @@ def test_bad_launch_settings_raise_clearly():
         except RuntimeError as error:
             print("DEVICES:", error)
         """,
-        RANK=0, LOCAL_RANK=5, WORLD_SIZE=1, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
-        OPENREG_DEVICE_COUNT=2, GLOO_SOCKET_IFNAME="lo",
+        RANK=0,
+        LOCAL_RANK=5,
+        WORLD_SIZE=1,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=free_port(),
+        OPENREG_DEVICE_COUNT=2,
+        GLOO_SOCKET_IFNAME="lo",
     )
-    assert "DEVICES: orccl: this process is local rank 5 but only 2 openreg devices exist; set " \
-        "OPENREG_DEVICE_COUNT" in result.stdout, result.stdout + result.stderr
-    assert "OPTIONS: orccl: pg_options must be a torch.distributed.ProcessGroupGloo._Options, got object" \
-        in result.stdout, result.stdout + result.stderr
+    assert (
+        "DEVICES: orccl: this process is local rank 5 but only 2 openreg devices exist; set "
+        "OPENREG_DEVICE_COUNT" in result.stdout
+    ), result.stdout + result.stderr
+    assert (
+        "OPTIONS: orccl: pg_options must be a torch.distributed.ProcessGroupGloo._Options, got object" in result.stdout
+    ), result.stdout + result.stderr
 
 
 @pytest.mark.slow
@@ -74,12 +82,29 @@ def test_every_operation_matches_gloo_on_cpu():
     checked = ranks[0].result("checked")
     # Every ReduceOp gloo has for dense tensors, 7 dtypes, and every other operation.
     assert len([c for c in checked if c.startswith("all_reduce RedOpType")]) == 4 * 7 + 3
-    for name in ("broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-                 "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
-                 "barrier, monitored_barrier", "send, recv, isend, irecv", "batch_isend_irecv", "coalesced forms",
-                 "object collectives", "DeviceMesh", "all_reduce after work queued on the current stream", "async collectives issued back to back",
-        "async all_reduce, tensor dropped before wait, future continuation", "all_reduce AVG as gloo",
-        "all_reduce PREMUL_SUM raises as gloo does"):
+    for name in (
+        "broadcast",
+        "reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "gather",
+        "scatter",
+        "barrier, monitored_barrier",
+        "send, recv, isend, irecv",
+        "batch_isend_irecv",
+        "coalesced forms",
+        "object collectives",
+        "DeviceMesh",
+        "all_reduce after work queued on the current stream",
+        "async collectives issued back to back",
+        "async all_reduce, tensor dropped before wait, future continuation",
+        "all_reduce AVG as gloo",
+        "all_reduce PREMUL_SUM raises as gloo does",
+    ):
         assert name in checked
     # The odd and the even ranks each ran their sub-group's check.
     assert "new_group [0, 2]" in ranks[0].result("checked") and "new_group [1, 3]" in ranks[1].result("checked")
@@ -116,24 +141,38 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("mismatch",))
     for r in ranks:
         cases = {result["case"]: result for result in r.results if "case" in result}
-        for case, shown in (("numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("async numel future", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
-                            ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
-                            ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
-                            ("operation", "rank 0: ALLREDUCE(reduce_op=0; Float[4]), rank 1: BROADCAST(root=0; Float[4])"),
-                            ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]")):
+        for case, shown in (
+            ("numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+            ("async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+            ("async numel future", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+            ("dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Double[4])"),
+            ("shape", "Float[2, 3]), rank 1: ALLREDUCE(reduce_op=0; Float[3, 2])"),
+            ("root", "BROADCAST(root=0; Float[4]), rank 1: BROADCAST(root=1; Float[4])"),
+            ("operation", "rank 0: ALLREDUCE(reduce_op=0; Float[4]), rank 1: BROADCAST(root=0; Float[4])"),
+            ("all_gather input", "Float[3], Float[3], Float[3]), rank 1: ALLGATHER(; Float[4]"),
+        ):
             assert_mismatch_error(r.rank, case, cases[case], shown)
         refusals = {
-            "gather root list length": (0, "the root's output list holds 3 tensors; it must hold one per rank (2)",
-                                        "rank 0: GATHER(root=0; Float[3]) (refused on that rank)"),
-            "gather root list shape": (0, "output 1 is Float[4], not Float[3]: every tensor of the list must have",
-                                       "rank 0: GATHER(root=0; Float[3]) (refused on that rank)"),
-            "scatter root list length": (1, "the root's input list holds 1 tensors; it must hold one per rank (2)",
-                                         "rank 1: SCATTER(root=1; Float[3]) (refused on that rank)"),
-            "all_to_all uneven": (1, "output 0 is Float[3], not Float[2]",
-                                  "rank 1: ALLTOALL(; Float[3], Float[3], Float[2], Float[2]) (refused on that rank)"),
+            "gather root list length": (
+                0,
+                "the root's output list holds 3 tensors; it must hold one per rank (2)",
+                "rank 0: GATHER(root=0; Float[3]) (refused on that rank)",
+            ),
+            "gather root list shape": (
+                0,
+                "output 1 is Float[4], not Float[3]: every tensor of the list must have",
+                "rank 0: GATHER(root=0; Float[3]) (refused on that rank)",
+            ),
+            "scatter root list length": (
+                1,
+                "the root's input list holds 1 tensors; it must hold one per rank (2)",
+                "rank 1: SCATTER(root=1; Float[3]) (refused on that rank)",
+            ),
+            "all_to_all uneven": (
+                1,
+                "output 0 is Float[3], not Float[2]",
+                "rank 1: ALLTOALL(; Float[3], Float[3], Float[2], Float[2]) (refused on that rank)",
+            ),
         }
         for case, (refusing, reason, shown) in refusals.items():
             if r.rank == refusing:
@@ -143,18 +182,27 @@ def test_arguments_that_differ_across_ranks_or_devices_raise_on_every_rank():
                 assert_mismatch_error(r.rank, case, cases[case], shown)
         # Every rank refuses its own lists alike: each raises its own reason, nothing reaches gloo.
         assert cases["all_to_all list length"]["error"] == "ValueError"
-        assert "the input and output lists hold 3 and 3 tensors; each must hold one per rank (2)" \
+        assert (
+            "the input and output lists hold 3 and 3 tensors; each must hold one per rank (2)"
             in cases["all_to_all list length"]["message"]
-        assert_mismatch_error(r.rank, "all_to_all sizes across ranks", cases["all_to_all sizes across ranks"],
-                              "rank 0: ALLTOALL(; Float[2], Float[2], Float[2], Float[2]), rank 1: ALLTOALL(; Float[3]")
+        )
+        assert_mismatch_error(
+            r.rank,
+            "all_to_all sizes across ranks",
+            cases["all_to_all sizes across ranks"],
+            "rank 0: ALLTOALL(; Float[2], Float[2], Float[2], Float[2]), rank 1: ALLTOALL(; Float[3]",
+        )
         assert cases["cpu tensor"]["error"] == "RuntimeError"
         assert "No backend type associated with device type cpu" in cases["cpu tensor"]["message"]
         assert cases["sparse tensor"]["error"] == "NotImplementedError"
         assert cases["sparse tensor"]["message"].startswith(
-            "c10d::allreduce_: collectives on openreg take dense (strided) tensors, got SparsePrivateUse1 tensors")
+            "c10d::allreduce_: collectives on openreg take dense (strided) tensors, got SparsePrivateUse1 tensors"
+        )
         other = f"openreg:{1 - r.rank}"
-        assert f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather" \
+        assert (
+            f"found at least two devices, openreg:{r.rank} and {other}! (when checking the arguments of allgather"
             in cases["two devices"]["message"]
+        )
         assert f"openreg:{r.rank} and cpu!" in cases["cpu output"]["message"]
         assert r.result("async_before_peers") == [3.0] * 2
         assert r.result("queued_after_error") == [3.0] * 2
@@ -167,16 +215,25 @@ def test_repeated_calls_give_the_cpu_results_and_a_rank_leaving_them_raises_on_e
     ranks = run_ranks(WORKERS / "faults.py", 2, args=("repeated",))
     for r in ranks:
         cases = {result["case"]: result for result in r.results}
-        for case in ("repeated", "all ranks leave the pattern", "repeated after the change",
-                     "after the errors", "after the refusals", "data with a NaN",
-                     "half and bfloat16 sums", "after the reduction error",
-                     "broadcast, all_gather_into_tensor, reduce_scatter_tensor"):
+        for case in (
+            "repeated",
+            "all ranks leave the pattern",
+            "repeated after the change",
+            "after the errors",
+            "after the refusals",
+            "data with a NaN",
+            "half and bfloat16 sums",
+            "after the reduction error",
+            "broadcast, all_gather_into_tensor, reduce_scatter_tensor",
+        ):
             assert cases[case]["equal"] is True, (r.rank, case)
-        for case, shown in (("repeated numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("repeated dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
-                            ("repeated async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
-                            ("repeated async numel future", "Float[1004])"),
-                            ("repeated reduction", "Float[4]), rank 1: ALLREDUCE(reduce_op=4; Float[4])")):
+        for case, shown in (
+            ("repeated numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+            ("repeated dtype", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Int[4])"),
+            ("repeated async numel", "Float[4]), rank 1: ALLREDUCE(reduce_op=0; Float[1004])"),
+            ("repeated async numel future", "Float[1004])"),
+            ("repeated reduction", "Float[4]), rank 1: ALLREDUCE(reduce_op=4; Float[4])"),
+        ):
             assert_mismatch_error(r.rank, case, cases[case], shown)
         # Every collective agrees first: one agreement allgather per all_reduce, floating-point or integer.
         works = cases["gloo works of six repeated calls"]

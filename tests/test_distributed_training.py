@@ -8,6 +8,7 @@ process group. Ranks are judged by what they report (result lines, a verdict lin
 two-process gloo jobs of torch 2.13 abort at interpreter exit in about 1 run in 10 ("terminate called without
 an active exception"), with or without this backend, after their work is done.
 """
+
 import os
 import signal
 import subprocess
@@ -25,29 +26,55 @@ EXAMPLES = HERE.parent / "examples"
 SCENARIOS = HERE / "distributed_workers" / "training_scenarios.py"
 DEVICE = "openreg"
 
-QUICK = ["ddp_buckets", "ddp_gradient_as_bucket_view", "ddp_no_sync", "ddp_find_unused_parameters",
-         "ddp_static_graph", "dtensor"]
+QUICK = [
+    "ddp_buckets",
+    "ddp_gradient_as_bucket_view",
+    "ddp_no_sync",
+    "ddp_find_unused_parameters",
+    "ddp_static_graph",
+    "dtensor",
+]
 SLOW = ["fsdp2_mixed_precision", "tensor_parallel", "distributed_checkpoint", "dataloader_distributed_sampler"]
 
 
 def torchrun_command(script, args, nproc, port, nnodes=1):
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", f"--nnodes={nnodes}",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--local-addr=127.0.0.1",
-            "--max-restarts=0", str(script), *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        f"--nnodes={nnodes}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        "--local-addr=127.0.0.1",
+        "--max-restarts=0",
+        str(script),
+        *args,
+    ]
 
 
 def run_all(commands, env, timeout):
     """Starts every command (one per simulated host), waits for all within `timeout` seconds, kills and reaps
     every process group on overrun; returns [(returncode, stdout)]."""
-    procs = [subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True) for command in commands]
+    procs = [
+        subprocess.Popen(
+            command,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        for command in commands
+    ]
     deadline = time.monotonic() + timeout
     outputs = []
     try:
         for proc in procs:
             outputs.append(proc.communicate(timeout=max(0.0, deadline - time.monotonic()))[0])
     except subprocess.TimeoutExpired:
-        for proc in procs[len(outputs):]:
+        for proc in procs[len(outputs) :]:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers
             except ProcessLookupError:
@@ -109,8 +136,9 @@ EXAMPLE_RUNS = {
 def run_example(script, args, hosts, timeout=300):
     """Runs an example with one torchrun per simulated host, all on 127.0.0.1 with one rendezvous endpoint."""
     port = free_port()
-    commands = [torchrun_command(EXAMPLES / script, ["--steps", "8", *args], nproc, port, nnodes=len(hosts))
-                for nproc in hosts]
+    commands = [
+        torchrun_command(EXAMPLES / script, ["--steps", "8", *args], nproc, port, nnodes=len(hosts)) for nproc in hosts
+    ]
     env = dict(os.environ, OPENREG_DEVICE_COUNT=str(max(2, *hosts)), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     return run_all(commands, env, timeout)
 
@@ -130,8 +158,9 @@ def test_example_under_torchrun(case):
 @pytest.mark.parametrize("script", ["ddp_train.py", "fsdp_train.py"])
 def test_example_outside_torchrun_says_how_to_launch_it(script):
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / script)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr
     assert f"torchrun --nproc-per-node 2 {os.path.relpath(EXAMPLES / script)}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr

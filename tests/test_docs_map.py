@@ -1,5 +1,6 @@
 """docs/design.md's table of integration points names files that exist, and the tests that prove each point, so a
 vendor following it never hits a dead end; every test file is mapped, by integration point or in tests/README.md."""
+
 import pathlib
 import re
 
@@ -46,6 +47,5 @@ def test_every_test_file_is_mapped_by_integration_point_or_subject():
     assert [name for name in in_readme if not (TESTS / name).is_file()] == []
     test_files = sorted(TESTS.glob("test_*.py"))
     assert test_files
-    unmapped = [path.name for path in test_files
-                if f"tests/{path.name}" not in in_table and path.name not in in_readme]
+    unmapped = [path.name for path in test_files if f"tests/{path.name}" not in in_table and path.name not in in_readme]
     assert unmapped == []

@@ -5,6 +5,7 @@ nodes of the exported graph, also after run_decompositions().
 
 Exporting traces with fake tensors and runs nothing on the device; only the
 programs' runs do. No C++ compiler is involved."""
+
 import copy
 import io
 import sys
@@ -44,16 +45,26 @@ def models():
     torch.manual_seed(0)
     return {
         "cnn": (SmallCNN().eval(), lambda: (make_cpu((4, 1, 16, 16)),)),
-        "mlp": (nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)),
-                lambda: (make_cpu((5, 12)),)),
-        "transformer": (SmallTransformer().eval(), lambda: (make_cpu(
-            (2, SEQUENCE), torch.int64, low=0, high=VOCABULARY - 1),)),
+        "mlp": (
+            nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)),
+            lambda: (make_cpu((5, 12)),),
+        ),
+        "transformer": (
+            SmallTransformer().eval(),
+            lambda: (make_cpu((2, SEQUENCE), torch.int64, low=0, high=VOCABULARY - 1),),
+        ),
         "custom_ops": (CustomOps(), lambda: (make_cpu((3, 8)),)),
     }
 
 
-EXPORTED = {"openreg.custom_abs.default", "openreg.scaled_tanh.default", "openreg_py.smooth_clamp.default",
-            "openreg.flat_view.default", "openreg.custom_abs.out", "openreg_py.accumulate_.default"}
+EXPORTED = {
+    "openreg.custom_abs.default",
+    "openreg.scaled_tanh.default",
+    "openreg_py.smooth_clamp.default",
+    "openreg.flat_view.default",
+    "openreg.custom_abs.out",
+    "openreg_py.accumulate_.default",
+}
 # run_decompositions() functionalizes: the out= and mutating operators are kept inside auto_functionalized;
 # flat_view, whose only kernel is CompositeImplicitAutograd, is replaced by its decomposition.
 DECOMPOSED = EXPORTED - {"openreg.flat_view.default"}

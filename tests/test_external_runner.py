@@ -1,4 +1,5 @@
 """The external runner on a PyTorch-style device-generic file (tests/device_generic_demo)."""
+
 import os
 import re
 

@@ -5,6 +5,7 @@ with torch.ops.load_library(torch_openreg.extra_ops_path()). Each test runs in
 a fresh process, so loading it here does not register its operators in the
 pytest process.
 """
+
 import json
 import os
 

@@ -4,6 +4,7 @@ The fallback runs the CPU kernel on host views of device memory, so every
 result must equal the same CPU computation bit for bit (except where an op is
 only defined up to tolerance, e.g. decompositions and FFTs).
 """
+
 import re
 import warnings
 
@@ -21,6 +22,7 @@ from conftest import (
     make_cpu,
     run_python,
 )
+
 
 def dev(t):
     return t.to(DEVICE)
@@ -124,8 +126,18 @@ def test_binary_float(name, dtype):
 def test_binary_integer(dtype):
     a = make_cpu((3, 4), dtype, seed=1, low=0, high=50)
     b = make_cpu((3, 4), dtype, seed=2, low=1, high=9)
-    for fn in (torch.add, torch.sub, torch.mul, torch.floor_divide, torch.remainder,
-               torch.bitwise_and, torch.bitwise_xor, torch.div, torch.ge, torch.minimum):
+    for fn in (
+        torch.add,
+        torch.sub,
+        torch.mul,
+        torch.floor_divide,
+        torch.remainder,
+        torch.bitwise_and,
+        torch.bitwise_xor,
+        torch.div,
+        torch.ge,
+        torch.minimum,
+    ):
         assert_same(fn(dev(a), dev(b)), fn(a, b))
 
 
@@ -261,6 +273,7 @@ def test_reduction_integer_and_empty():
 # Linear algebra
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64], ids=dtype_id)
 def test_matmul_family(dtype):
     a = make_cpu((4, 6), dtype, seed=1)
@@ -315,7 +328,10 @@ def test_linalg_decompositions():
 # Indexing
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64, torch.float16], ids=dtype_id)
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.int64, torch.bool, torch.complex64, torch.float16], ids=dtype_id
+)
 def test_advanced_indexing(dtype):
     cpu = make_cpu((5, 6), dtype)
     xd = dev(cpu)
@@ -401,6 +417,7 @@ def test_index_select_gather_scatter():
 # --------------------------------------------------------------------------
 # In-place and out=
 # --------------------------------------------------------------------------
+
 
 def test_inplace_returns_self():
     cpu = make_cpu((3, 4), torch.float32)
@@ -531,6 +548,7 @@ def test_out_variants():
 # Ops returning tuples / lists
 # --------------------------------------------------------------------------
 
+
 def test_tuple_returning_ops():
     cpu = make_cpu((4, 7), torch.float32)
     xd = dev(cpu)
@@ -590,6 +608,7 @@ def test_cat_stack_and_friends():
 # --------------------------------------------------------------------------
 # View ops that go through the fallback keep aliasing
 # --------------------------------------------------------------------------
+
 
 def test_unfold_aliases_base():
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::unfold", "PrivateUse1")
@@ -743,6 +762,7 @@ def test_factory(name):
 # FFT
 # --------------------------------------------------------------------------
 
+
 def test_fft():
     x = make_cpu((8,), torch.float32)
     xc = make_cpu((4, 8), torch.complex64)
@@ -758,6 +778,7 @@ def test_fft():
 # --------------------------------------------------------------------------
 # Printing
 # --------------------------------------------------------------------------
+
 
 def _strip_device(s, device="openreg:0"):
     s = re.sub(r",\s*device='" + re.escape(device) + "'", "", s)
@@ -794,6 +815,7 @@ def test_repr_summarized_and_grad():
 # --------------------------------------------------------------------------
 # Errors of the fallback
 # --------------------------------------------------------------------------
+
 
 def test_pin_memory_op_is_blocked():
     x = torch.ones(2, device=DEVICE)
@@ -858,7 +880,9 @@ c = torch.randn(4, 5, generator=g)
 idx = torch.tensor([3, 1, 1])
 """
 
-_COPY_MODE_CHILD = _INPUTS + """
+_COPY_MODE_CHILD = (
+    _INPUTS
+    + """
 import sys
 d = "openreg"
 ad, bd, cd = a.to(d), b.to(d), c.to(d)
@@ -878,6 +902,7 @@ res["out"] = out.cpu()
 res["max_dim"] = torch.stack([t.cpu().double() for t in cd.max(dim=0)])
 torch.save(res, sys.argv[1] if len(sys.argv) > 1 else OUT)
 """
+)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Observing and controlling the CPU fallback: per-operator counters,
 OPENREG_FALLBACK_WARN, OPENREG_FALLBACK=0 (strict) and OPENREG_FALLBACK_OPS.
 The environment is read once per process, so those run in a child."""
+
 import pytest
 import torch
 
@@ -37,8 +38,9 @@ def test_kernels_and_views_do_not_count():
 
 @pytest.mark.slow
 def test_warn_once_per_operator():
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import warnings, torch
         x = torch.ones(3, device="openreg")
         with warnings.catch_warnings(record=True) as caught:
@@ -47,15 +49,17 @@ def test_warn_once_per_operator():
         messages = [str(w.message) for w in caught if "CPU fallback" in str(w.message)]
         print(len([m for m in messages if "atan2" in m]), len([m for m in messages if "cumsum" in m]))
         """,
-        OPENREG_FALLBACK_WARN="1",
-    ))
+            OPENREG_FALLBACK_WARN="1",
+        )
+    )
     assert out.split() == ["1", "1"]
 
 
 @pytest.mark.slow
 def test_strict_mode_names_the_missing_operator_and_keeps_kernels_working():
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import torch
         x = torch.empty(3, device="openreg")          # openreg kernel
         y = (x.copy_(torch.arange(3.)) * 2).sin()      # copy + stub kernels
@@ -65,8 +69,9 @@ def test_strict_mode_names_the_missing_operator_and_keeps_kernels_working():
         except NotImplementedError as error:
             print("raised:", error)
         """,
-        OPENREG_FALLBACK="0",
-    ))
+            OPENREG_FALLBACK="0",
+        )
+    )
     lines = out.strip().splitlines()
     assert lines[0] == "True"
     assert "aten::atan2" in lines[1] and "OPENREG_FALLBACK=0" in lines[1]
@@ -74,8 +79,9 @@ def test_strict_mode_names_the_missing_operator_and_keeps_kernels_working():
 
 @pytest.mark.slow
 def test_forced_operators_run_on_the_fallback_and_stay_correct():
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import torch
         a = torch.arange(6.).reshape(2, 3)
         x = a.to("openreg")
@@ -83,8 +89,9 @@ def test_forced_operators_run_on_the_fallback_and_stay_correct():
         ok = torch.equal((x * 2).cpu(), a * 2) and torch.equal(x.view(3, 2).cpu(), a.view(3, 2))
         print(ok, sorted(torch.openreg.fallback_stats()))
         """,
-        OPENREG_FALLBACK_OPS="mul.Tensor, aten::view",
-    ))
+            OPENREG_FALLBACK_OPS="mul.Tensor, aten::view",
+        )
+    )
     ok, ops = out.strip().split(" ", 1)
     assert ok == "True"
     assert "'aten::mul.Tensor'" in ops and "'aten::view'" in ops

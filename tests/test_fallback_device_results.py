@@ -6,6 +6,7 @@ The result must still be laid out exactly as on the CPU (dtype, shape, strides, 
 the device's (counted by the allocator, freed with the tensor), the device memory must be closed to the host
 after the call (memory protection), and CPU allocations outside the call must stay CPU memory.
 """
+
 import gc
 import signal
 

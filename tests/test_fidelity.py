@@ -4,6 +4,7 @@ Each test compares openreg against the same computation on the CPU, or
 against the behaviour CUDA documents where the CPU has no counterpart (moving
 modules between devices, device checks of outputs).
 """
+
 import copy
 import re
 import warnings
@@ -387,7 +388,9 @@ def test_l1_loss_of_int_and_transposed_float_matches_cpu():
 # 0-dim CPU tensors are read-only scalars: never outputs (CUDA's rule)
 # --------------------------------------------------------------------------
 
-SAME_DEVICE = re.escape("Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!")
+SAME_DEVICE = re.escape(
+    "Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!"
+)
 
 
 def cpu_scalar(value=7.0, dtype=torch.float32):

@@ -2,6 +2,7 @@
 lists once and run each index's per-tensor operator on the stub operators' direct path. Every overload equals ATen's
 composite loop on the CPU bit for bit (values, dtypes, strides, writes through aliases), raises what the CPU raises
 for bad lists, and the optimizers' foreach steps equal the CPU's."""
+
 import pytest
 import torch
 import torch_openreg  # noqa: F401
@@ -231,8 +232,11 @@ def test_bad_lists_raise_what_the_cpu_raises():
         check(lambda s, x, y: fn(s, x, y[:2]), [a[0], a[0], a[0]], in_place)
     # In place, an integer list cannot take a float result: the CPU's RuntimeError.
     check(lambda s: torch._foreach_add_(s, 0.5), [[make_cpu((3,), torch.int64)]], in_place=True)
-    check(lambda s, o: torch._foreach_sub_(s, o), [[make_cpu((3,), torch.bool)], [make_cpu((3,), torch.bool)]],
-          in_place=True)
+    check(
+        lambda s, o: torch._foreach_sub_(s, o),
+        [[make_cpu((3,), torch.bool)], [make_cpu((3,), torch.bool)]],
+        in_place=True,
+    )
 
 
 def test_tensors_on_two_devices_raise_before_writing():
@@ -255,14 +259,17 @@ def test_tensors_on_two_devices_raise_before_writing():
 
 OPTIMIZERS = {
     "sgd_momentum": lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=f),
-    "sgd_nesterov_wd": lambda p, f: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01,
-                                                      foreach=f),
-    "sgd_dampening_maximize": lambda p, f: torch.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.3, maximize=True,
-                                                            foreach=f),
+    "sgd_nesterov_wd": lambda p, f: torch.optim.SGD(
+        p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, foreach=f
+    ),
+    "sgd_dampening_maximize": lambda p, f: torch.optim.SGD(
+        p, lr=0.05, momentum=0.5, dampening=0.3, maximize=True, foreach=f
+    ),
     "sgd_plain": lambda p, f: torch.optim.SGD(p, lr=0.1, foreach=f),
     "adam": lambda p, f: torch.optim.Adam(p, lr=0.01, foreach=f),
-    "adam_amsgrad_wd_maximize": lambda p, f: torch.optim.Adam(p, lr=0.01, amsgrad=True, weight_decay=0.1,
-                                                               maximize=True, foreach=f),
+    "adam_amsgrad_wd_maximize": lambda p, f: torch.optim.Adam(
+        p, lr=0.01, amsgrad=True, weight_decay=0.1, maximize=True, foreach=f
+    ),
     "adamw": lambda p, f: torch.optim.AdamW(p, lr=0.01, weight_decay=0.05, foreach=f),
     "adamw_amsgrad": lambda p, f: torch.optim.AdamW(p, lr=0.01, amsgrad=True, foreach=f),
 }
@@ -273,8 +280,12 @@ OPTIMIZERS = {
 def test_optimizer_steps_equal_cpu(name, foreach):
     """Three steps over parameters of two dtypes and shapes (two foreach groups), new gradients each step."""
     shapes = [((16,), torch.float32), ((3, 4), torch.float32), ((5,), torch.float64)]
-    params = {device: [torch.nn.Parameter(make_cpu(shape, dtype, seed=i).to(device))
-                       for i, (shape, dtype) in enumerate(shapes)] for device in ("cpu", DEVICE)}
+    params = {
+        device: [
+            torch.nn.Parameter(make_cpu(shape, dtype, seed=i).to(device)) for i, (shape, dtype) in enumerate(shapes)
+        ]
+        for device in ("cpu", DEVICE)
+    }
     optimizers = {device: OPTIMIZERS[name](group, foreach) for device, group in params.items()}
     for step in range(3):
         for device, group in params.items():

@@ -4,6 +4,7 @@ OVERRIDEABLE for the inputs its fused kernel takes, and the fused kernel
 (_scaled_dot_product_fused_attention_overrideable and its backward) computes
 what the CPU computes for the same call, bit for bit, eager, compiled and
 under autocast. Everything else takes the backend the CPU takes."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -67,8 +68,10 @@ def test_fused_kernel_equals_the_cpu_forward_and_backward(case):
     expected, cpu_ops = forward_and_backward("cpu", q, k, v, **kwargs)
     actual, device_ops = forward_and_backward(DEVICE, q, k, v, **kwargs)
     # openreg runs its fused kernel exactly where the CPU runs its flash kernel.
-    fused = {"_scaled_dot_product_fused_attention_overrideable",
-             "_scaled_dot_product_fused_attention_overrideable_backward"}
+    fused = {
+        "_scaled_dot_product_fused_attention_overrideable",
+        "_scaled_dot_product_fused_attention_overrideable_backward",
+    }
     cpu_ran_flash = "_scaled_dot_product_flash_attention_for_cpu" in cpu_ops
     assert cpu_ran_flash or case == "three_dims"
     assert {name for name in device_ops if "attention" in name} == (fused if cpu_ran_flash else set()), device_ops
@@ -118,8 +121,17 @@ def _variant(name):
     return (q, k, v), kwargs
 
 
-VARIANTS = ["dropout", "three_dims", "mask_requires_grad", "one_kv_head", "grouped_heads_without_flag",
-            "value_head_size_differs", "strided_last_dim", "empty_sequence", "integer_mask_shape"]
+VARIANTS = [
+    "dropout",
+    "three_dims",
+    "mask_requires_grad",
+    "one_kv_head",
+    "grouped_heads_without_flag",
+    "value_head_size_differs",
+    "strided_last_dim",
+    "empty_sequence",
+    "integer_mask_shape",
+]
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -130,8 +142,9 @@ def test_choice_follows_the_cpus_flash_gates(name):
     view = (lambda t: t[..., ::2]) if name == "strided_last_dim" else (lambda t: t)
     on_cpu = (view(q), k, v)
     on_device = (view(q.to(DEVICE)), k.to(DEVICE), v.to(DEVICE))
-    device_kwargs = {key: value.to(DEVICE) if isinstance(value, torch.Tensor) else value
-                     for key, value in kwargs.items()}
+    device_kwargs = {
+        key: value.to(DEVICE) if isinstance(value, torch.Tensor) else value for key, value in kwargs.items()
+    }
     try:
         expected = torch._fused_sdp_choice(*on_cpu, **kwargs)
     except RuntimeError as error:
@@ -167,12 +180,16 @@ def test_mask_that_requires_grad_takes_math_and_gets_the_cpus_gradient():
     assert_same(grads[1], grads[0])
 
 
-@pytest.mark.parametrize("backends, expected", [
-    ([SDPBackend.MATH], SDPBackend.MATH),
-    ([SDPBackend.OVERRIDEABLE], SDPBackend.OVERRIDEABLE),
-    # flash without overrideable: the CPU's own flash kernel, as the CPU runs it
-    ([SDPBackend.FLASH_ATTENTION], SDPBackend.FLASH_ATTENTION),
-], ids=["math", "overrideable", "flash"])
+@pytest.mark.parametrize(
+    "backends, expected",
+    [
+        ([SDPBackend.MATH], SDPBackend.MATH),
+        ([SDPBackend.OVERRIDEABLE], SDPBackend.OVERRIDEABLE),
+        # flash without overrideable: the CPU's own flash kernel, as the CPU runs it
+        ([SDPBackend.FLASH_ATTENTION], SDPBackend.FLASH_ATTENTION),
+    ],
+    ids=["math", "overrideable", "flash"],
+)
 def test_sdpa_kernel_switches_choose_the_backend(backends, expected):
     q, k, v = qkv()
     # The CPU's kernel for the same switches (flash for overrideable: the kernel openreg's runs).
@@ -241,15 +258,32 @@ def test_fused_operators_called_directly():
     outputs = FUSED(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), attn_bias=bias.to(DEVICE))
     output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, debug_mask = outputs
     expected_output, expected_logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        q, k, v, attn_mask=bias)
+        q, k, v, attn_mask=bias
+    )
     assert_same(output, expected_output)
     assert_same(logsumexp, expected_logsumexp.contiguous())
     assert (cum_seq_q, cum_seq_k, debug_mask, max_q, max_k) == (None, None, None, 8, 8)
-    grads = FUSED_BACKWARD(grad_out.to(DEVICE), q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), bias.to(DEVICE),
-                           [True] * 4, output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k,
-                           dropout_p=0.0, is_causal=False, philox_seed=seed, philox_offset=offset)
+    grads = FUSED_BACKWARD(
+        grad_out.to(DEVICE),
+        q.to(DEVICE),
+        k.to(DEVICE),
+        v.to(DEVICE),
+        bias.to(DEVICE),
+        [True] * 4,
+        output,
+        logsumexp,
+        cum_seq_q,
+        cum_seq_k,
+        max_q,
+        max_k,
+        dropout_p=0.0,
+        is_causal=False,
+        philox_seed=seed,
+        philox_offset=offset,
+    )
     expected_grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-        grad_out, q, k, v, expected_output, expected_logsumexp, 0.0, False, attn_mask=bias)
+        grad_out, q, k, v, expected_output, expected_logsumexp, 0.0, False, attn_mask=bias
+    )
     for got, want, like in zip(grads[:3], expected_grads, (q, k, v)):
         assert_same(got, want.contiguous(), check_stride=False)
         assert got.stride() == like.stride()
@@ -259,10 +293,13 @@ def test_fused_operators_called_directly():
     assert_same(grads[3], leaf.grad)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dropout_p": 0.1}, "has no dropout"),
-    ({"return_debug_mask": True}, "has no debug attention mask"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dropout_p": 0.1}, "has no dropout"),
+        ({"return_debug_mask": True}, "has no debug attention mask"),
+    ],
+)
 def test_fused_kernel_refuses_what_it_does_not_compute(kwargs, message):
     q, k, v = (t.to(DEVICE) for t in qkv())
     with pytest.raises(NotImplementedError, match=f"openreg: .*overrideable {message}"):

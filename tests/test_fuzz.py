@@ -3,6 +3,7 @@
 The default run covers a fixed range of seeds; ``python -m torch_openreg.testing fuzz --seconds 600`` keeps
 going from there (see docs/testing.md).
 """
+
 import pytest
 import torch
 

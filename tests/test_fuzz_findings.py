@@ -1,5 +1,6 @@
 """Divergences from the CPU found by the differential fuzzer (torch_openreg/testing/fuzz_known.py), each compared
 with the same computation on the CPU."""
+
 import contextlib
 
 import pytest
@@ -17,11 +18,14 @@ GRAD_CONTEXTS = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "infe
 
 @pytest.mark.parametrize("context", sorted(GRAD_CONTEXTS))
 @pytest.mark.parametrize("requires_grad", [False, True])
-@pytest.mark.parametrize("shape,view,args", [
-    ((7, 7, 2), lambda base: base.transpose(1, 2), (2,)),
-    ((3, 9), lambda base: base[:, ::2], (2, 1, 1, 1, True)),
-    ((2, 4, 6), lambda base: base.permute(2, 0, 1), (3, 2, 1, 2)),
-])
+@pytest.mark.parametrize(
+    "shape,view,args",
+    [
+        ((7, 7, 2), lambda base: base.transpose(1, 2), (2,)),
+        ((3, 9), lambda base: base[:, ::2], (2, 1, 1, 1, True)),
+        ((2, 4, 6), lambda base: base.permute(2, 0, 1), (3, 2, 1, 2)),
+    ],
+)
 def test_max_pool1d_output_layout_matches_cpu(shape, view, args, requires_grad, context):
     base = torch.randn(shape)
     cpu = view(base).requires_grad_(requires_grad)
@@ -56,8 +60,9 @@ def test_max_pool1d_bad_arguments_raise_the_cpu_error():
 
 
 @pytest.mark.parametrize("operator", [torch.median, torch.nanmedian])
-@pytest.mark.parametrize("shape,expanded,dim", [((1, 2), (7, 2), 0), ((3, 1), (3, 6), 1), ((1, 5), (4, 5), -2),
-                                                ((1, 1), (300000, 1), 0)])
+@pytest.mark.parametrize(
+    "shape,expanded,dim", [((1, 2), (7, 2), 0), ((3, 1), (3, 6), 1), ((1, 5), (4, 5), -2), ((1, 1), (300000, 1), 0)]
+)
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_median_along_an_expanded_dim_matches_cpu_on_the_same_values(operator, shape, expanded, dim, keepdim):
     base = torch.randn(shape)
@@ -160,26 +165,32 @@ def _layouts(device):
         # seed 15643: a uint8 step-2 slice and an int32 channels-last tensor, both with size-1 dimensions
         "strided_and_channels_last": (
             _seeded((1, 2, 1, 2), torch.uint8, 0).to(device)[..., ::2],
-            _seeded((1, 1, 1, 2), torch.int32, 1).to(device).permute(0, 3, 1, 2)),
+            _seeded((1, 1, 1, 2), torch.int32, 1).to(device).permute(0, 3, 1, 2),
+        ),
         # seed 24741: an int64 step-2 slice and a float32 channels-last tensor
         "strided_and_promoted_channels_last": (
             _seeded((7, 4, 1, 2), torch.int64, 2).to(device)[..., ::2],
-            _seeded((7, 1, 1, 4), torch.float32, 3).to(device).permute(0, 3, 1, 2)),
+            _seeded((7, 1, 1, 4), torch.float32, 3).to(device).permute(0, 3, 1, 2),
+        ),
         # seed 23827: an int64 column with nonzero()'s strides and an expanded bool column
         "column_and_expanded_bool": (
             _seeded((1, 4), torch.int64, 4).to(device).t(),
-            _seeded((1, 1), torch.int64, 5).bool().to(device).expand(4, 1)),
+            _seeded((1, 1), torch.int64, 5).bool().to(device).expand(4, 1),
+        ),
         # issue 16 item 6: an expanded integer operand and a column-major float operand
         "expanded_and_transposed": (
             torch.tensor([2]).to(device).expand(17, 3),
-            _seeded((3, 17), torch.float64, 6).to(device).t()),
+            _seeded((3, 17), torch.float64, 6).to(device).t(),
+        ),
     }
 
 
 def _assert_same_nan_equal(actual, expected):
     """``assert_same``, with NaN equal to NaN (pow and fmod of these operands make some)."""
-    assert_same(actual.nan_to_num(0.125) if actual.is_floating_point() else actual,
-                expected.nan_to_num(0.125) if expected.is_floating_point() else expected)
+    assert_same(
+        actual.nan_to_num(0.125) if actual.is_floating_point() else actual,
+        expected.nan_to_num(0.125) if expected.is_floating_point() else expected,
+    )
     assert torch.equal(actual.isnan().cpu(), expected.isnan())
 
 
@@ -287,10 +298,10 @@ def test_signbit_of_the_nan_of_a_one_element_variance_matches_cpu(dtype, reduce)
 
     (expected_sign, expected), (actual_sign, actual) = run("cpu"), run(DEVICE)
     assert_same(actual_sign, expected_sign)
-    assert_same(actual.view(torch.int16 if dtype.itemsize == 2 else torch.int32 if dtype.itemsize == 4
-                            else torch.int64),
-                expected.view(torch.int16 if dtype.itemsize == 2 else torch.int32 if dtype.itemsize == 4
-                              else torch.int64))
+    assert_same(
+        actual.view(torch.int16 if dtype.itemsize == 2 else torch.int32 if dtype.itemsize == 4 else torch.int64),
+        expected.view(torch.int16 if dtype.itemsize == 2 else torch.int32 if dtype.itemsize == 4 else torch.int64),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -299,8 +310,11 @@ def test_signbit_of_the_nan_of_a_one_element_variance_matches_cpu(dtype, reduce)
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("operator", [lambda t: t.any(dim=-2), lambda t: t.float(), lambda t: t.bitwise_xor(t),
-                                      lambda t: t.sum()], ids=["any", "float", "bitwise_xor", "sum"])
+@pytest.mark.parametrize(
+    "operator",
+    [lambda t: t.any(dim=-2), lambda t: t.float(), lambda t: t.bitwise_xor(t), lambda t: t.sum()],
+    ids=["any", "float", "bitwise_xor", "sum"],
+)
 def test_integer_tensor_that_requires_grad_matches_cpu(operator):
     def run(device):
         x = torch.arange(15, dtype=torch.int32).view(3, 5).to(device)

@@ -2,6 +2,7 @@
 the torch.openreg seeding / state functions, torch.manual_seed, and every
 random operator, each producing exactly the CPU's numbers for the same seed
 (the device generators use the CPU's algorithm, docs/design.md section 5)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -59,8 +60,7 @@ RANDOM_OPS = {
     "random_to": lambda d: torch.empty(40, device=d).random_(100),
     "randperm": lambda d: torch.randperm(10, device=d),
     "randperm_large": lambda d: torch.randperm(100_000, device=d),
-    "multinomial_replacement": lambda d: torch.multinomial(
-        torch.linspace(0.1, 1, 20, device=d), 50, replacement=True),
+    "multinomial_replacement": lambda d: torch.multinomial(torch.linspace(0.1, 1, 20, device=d), 50, replacement=True),
     "multinomial_no_replacement": lambda d: torch.multinomial(torch.linspace(0.1, 1, 20, device=d), 7),
     "multinomial_2d": lambda d: torch.multinomial(torch.ones(4, 9, device=d), 3),
     "dropout": lambda d: F.dropout(torch.ones(1000, device=d), p=0.4, training=True),
@@ -87,12 +87,15 @@ def test_random_ops_with_explicit_generator_match_cpu():
         assert_same(torch.randperm(20, device=DEVICE, generator=g), torch.randperm(20, generator=c))
         assert_same(torch.empty(30, device=DEVICE).normal_(generator=g), torch.empty(30).normal_(generator=c))
         assert_same(torch.empty(30, device=DEVICE).uniform_(generator=g), torch.empty(30).uniform_(generator=c))
-        assert_same(torch.empty(30, device=DEVICE).exponential_(generator=g),
-                    torch.empty(30).exponential_(generator=c))
-        assert_same(torch.bernoulli(torch.full((30,), 0.5, device=DEVICE), generator=g),
-                    torch.bernoulli(torch.full((30,), 0.5), generator=c))
-        assert_same(torch.multinomial(torch.ones(10, device=DEVICE), 4, generator=g),
-                    torch.multinomial(torch.ones(10), 4, generator=c))
+        assert_same(torch.empty(30, device=DEVICE).exponential_(generator=g), torch.empty(30).exponential_(generator=c))
+        assert_same(
+            torch.bernoulli(torch.full((30,), 0.5, device=DEVICE), generator=g),
+            torch.bernoulli(torch.full((30,), 0.5), generator=c),
+        )
+        assert_same(
+            torch.multinomial(torch.ones(10, device=DEVICE), 4, generator=g),
+            torch.multinomial(torch.ones(10), 4, generator=c),
+        )
 
 
 def test_explicit_generator_does_not_touch_default():
@@ -115,6 +118,7 @@ def test_consecutive_draws_continue_the_cpu_sequence():
 # --------------------------------------------------------------------------
 # torch.Generator(device="openreg")
 # --------------------------------------------------------------------------
+
 
 def test_generator_device_and_seeds():
     g = torch.Generator(device=DEVICE)
@@ -192,6 +196,7 @@ def test_openreg_generator_rejected_for_cpu_op():
 # --------------------------------------------------------------------------
 # torch.openreg seeding and state
 # --------------------------------------------------------------------------
+
 
 def test_manual_seed_and_initial_seed():
     torch.openreg.manual_seed(31)
@@ -299,9 +304,11 @@ def test_cpu_default_generator_is_separate():
 # seeding before initialization (fresh interpreter)
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_seeding_before_initialization_is_deferred():
-    out = check_ok(run_python("""
+    out = check_ok(
+        run_python("""
         import torch
         import torch_openreg._C as C
         torch.manual_seed(5)
@@ -316,7 +323,8 @@ def test_seeding_before_initialization_is_deferred():
         torch.manual_seed(5)
         print("match1", torch.equal(y.cpu(), torch.rand(6)))
         print("seed", torch.openreg.initial_seed())
-    """))
+    """)
+    )
     lines = dict(line.split() for line in out.strip().splitlines())
     assert lines == {
         "initialized_after_seed": "False",
@@ -330,12 +338,14 @@ def test_seeding_before_initialization_is_deferred():
 
 @pytest.mark.slow
 def test_set_rng_state_before_initialization_is_deferred():
-    out = check_ok(run_python("""
+    out = check_ok(
+        run_python("""
         import torch
         state = torch.Generator().manual_seed(17).get_state()
         torch.openreg.set_rng_state(state, 1)
         print("initialized", torch.openreg.is_initialized())
         x = torch.rand(5, device="openreg:1")
         print("match", torch.equal(x.cpu(), torch.rand(5, generator=torch.Generator().manual_seed(17))))
-    """))
+    """)
+    )
     assert out.split() == ["initialized", "False", "match", "True"]

@@ -4,6 +4,7 @@ The openreg side trains under torch.autocast("openreg"); the CPU side makes the
 same casts explicitly (CPU autocast has other lists), so losses, parameters,
 scales and skipped steps are compared bit for bit.
 """
+
 import copy
 
 import pytest
@@ -39,9 +40,7 @@ def test_unscale_matches_cpu(inject):
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         pick = [i for i, g in enumerate(grads) if g.dtype == dtype]
         torch._amp_foreach_non_finite_check_and_unscale_([grads[i] for i in pick], found_inf, inv_scale)
-        torch._amp_foreach_non_finite_check_and_unscale_(
-            [dev_grads[i] for i in pick], dev_found_inf, dev_inv_scale
-        )
+        torch._amp_foreach_non_finite_check_and_unscale_([dev_grads[i] for i in pick], dev_found_inf, dev_inv_scale)
     assert found_inf.item() == (0.0 if inject is None else 1.0)
     assert_same(dev_found_inf, found_inf)
     for dev, cpu in zip(dev_grads, grads):
@@ -121,9 +120,7 @@ def test_bad_dtypes_get_pytorchs_messages():
     with pytest.raises(RuntimeError, match="found_inf must be a 1-element tensor"):
         torch._amp_foreach_non_finite_check_and_unscale_(grads, torch.zeros(2, device=DEVICE), found_inf)
     with pytest.raises(RuntimeError, match="growth_tracker must be an int tensor"):
-        torch._amp_update_scale_(
-            torch.ones((), device=DEVICE), torch.zeros((), device=DEVICE), found_inf, 2.0, 0.5, 10
-        )
+        torch._amp_update_scale_(torch.ones((), device=DEVICE), torch.zeros((), device=DEVICE), found_inf, 2.0, 0.5, 10)
 
 
 # ---------------------------------------------------------------------------
@@ -235,6 +232,7 @@ def test_optimizer_state_left_on_the_cpu_is_an_error(impl):
     scaler.update()
     opt.state[w]["exp_avg"] = opt.state[w]["exp_avg"].cpu()
     scaler.scale(w.sum()).backward()
-    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices"):
+    with pytest.raises(
+        RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices"
+    ):
         scaler.step(opt)
-

@@ -3,6 +3,7 @@ device, under the precision asked for, and end with the CPU's parameters bit for
 settings; for "16-mixed", which CPU Lightning turns into bf16, the CPU with an explicit float16 plugin). Two devices
 train with DDP over orccl as two CPU processes do over gloo. Runs only where lightning is installed (it is not a
 dependency of torch_openreg)."""
+
 import json
 import os
 import sys
@@ -27,7 +28,9 @@ QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False
 
 def data_loader():
     generator = torch.Generator().manual_seed(1)
-    data = torch.utils.data.TensorDataset(torch.randn(16, 6, generator=generator), torch.randn(16, 2, generator=generator))
+    data = torch.utils.data.TensorDataset(
+        torch.randn(16, 6, generator=generator), torch.randn(16, 2, generator=generator)
+    )
     return torch.utils.data.DataLoader(data, batch_size=4)
 
 
@@ -136,7 +139,7 @@ def run_lightning_ddp(accelerator, tmp_path, timeout=240):
         [sys.executable, str(DDP_SCRIPT), accelerator, "bf16-mixed"], timeout, cwd=tmp_path, env=env
     )
     output = completed.stdout + completed.stderr
-    results = [json.loads(line[len(RESULT_PREFIX):]) for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
+    results = [json.loads(line[len(RESULT_PREFIX) :]) for line in output.splitlines() if line.startswith(RESULT_PREFIX)]
     assert len(results) == 2, output
     return {result["rank"]: result for result in results}
 

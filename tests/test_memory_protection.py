@@ -6,6 +6,7 @@ through the runtime (copies, scoped host views) and never touch the device
 pointer directly. The in-process tests run with the default (protection on)
 and would crash the test process if some path read device memory directly.
 """
+
 import io
 import os
 import signal
@@ -68,6 +69,7 @@ def test_unprotected_device_memory_is_host_readable():
 # --------------------------------------------------------------------------
 # In process, protection on: nothing reads device memory behind the runtime
 # --------------------------------------------------------------------------
+
 
 def test_default_environment_is_protected():
     # The in-process tests below are only meaningful with protection on.

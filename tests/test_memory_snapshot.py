@@ -1,6 +1,7 @@
 """Memory history and snapshots: torch.openreg.memory._record_memory_history,
 _snapshot, _dump_snapshot and memory_snapshot produce torch.cuda's snapshot
 format, which PyTorch's own visualizer (torch.cuda._memory_viz) reads."""
+
 import base64
 import ctypes
 import gc
@@ -20,8 +21,18 @@ import torch_openreg
 # code and the _snapshot docstring).
 SNAPSHOT_KEYS = {"segments", "device_traces", "allocator_settings", "external_annotations"}
 SEGMENT_KEYS = {
-    "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
-    "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks",
+    "device",
+    "address",
+    "total_size",
+    "allocated_size",
+    "active_size",
+    "requested_size",
+    "stream",
+    "segment_type",
+    "segment_pool_id",
+    "is_expandable",
+    "frames",
+    "blocks",
 }
 BLOCK_KEYS = {"address", "size", "requested_size", "state", "frames"}
 BLOCK_STATES = {"active_allocated", "active_pending_free", "inactive"}
@@ -61,8 +72,10 @@ def test_snapshot_has_torch_cuda_format(history):
     gc.disable()
     try:
         snapshot = memory._snapshot()
-        stats = [(torch.openreg.memory_reserved(i), torch.openreg.memory_allocated(i))
-                 for i in range(torch.openreg.device_count())]
+        stats = [
+            (torch.openreg.memory_reserved(i), torch.openreg.memory_allocated(i))
+            for i in range(torch.openreg.device_count())
+        ]
     finally:
         gc.enable()
     assert set(snapshot) == SNAPSHOT_KEYS
@@ -93,8 +106,13 @@ def test_snapshot_has_torch_cuda_format(history):
             assert entry["action"] in ACTIONS
     assert _entries(snapshot)[-1]["action"] == "snapshot"
     settings = snapshot["allocator_settings"]
-    assert {"PYTORCH_ALLOC_CONF", "max_split_size", "garbage_collection_threshold", "expandable_segments",
-            "roundup_power2_divisions"} <= set(settings)
+    assert {
+        "PYTORCH_ALLOC_CONF",
+        "max_split_size",
+        "garbage_collection_threshold",
+        "expandable_segments",
+        "roundup_power2_divisions",
+    } <= set(settings)
 
 
 @pytest.mark.slow
@@ -207,8 +225,9 @@ def test_state_mode_keeps_stacks_without_history():
 
 @pytest.mark.slow
 def test_max_entries_keeps_the_newest_and_skip_actions_drops(history):
-    memory._record_memory_history("all", stacks="python", max_entries=4, clear_history=True,
-                                  skip_actions=["free_requested", "free_completed"])
+    memory._record_memory_history(
+        "all", stacks="python", max_entries=4, clear_history=True, skip_actions=["free_requested", "free_completed"]
+    )
     tensors = [_allocate_in_named_function(512) for _ in range(6)]
     entries = _entries(memory._snapshot())
     assert len(entries) == 4
@@ -285,7 +304,7 @@ def test_memory_snapshot_and_accelerator_snapshot(history):
 def _embedded_snapshot(html):
     """The snapshot a _memory_viz page carries (base64 of its pickle)."""
     line = next(line for line in html.splitlines() if line.startswith("const local_files = "))
-    files = json.loads(line[len("const local_files = "):])
+    files = json.loads(line[len("const local_files = ") :])
     return pickle.loads(base64.b64decode(files[0]["base64"]))
 
 
@@ -301,16 +320,23 @@ def test_memory_viz_renders_every_view(history, tmp_path):
     assert "_allocate_in_named_function" in _memory_viz.memory(snapshot, format_flamegraph=flame_lines)
     assert "segments:" in _memory_viz.segsum(snapshot)
     assert "Device 0" in _memory_viz.trace(snapshot)
-    for plot in (_memory_viz.trace_plot(snapshot), _memory_viz.trace_plot(snapshot, plot_segments=True),
-                 _memory_viz.segment_plot(snapshot)):
+    for plot in (
+        _memory_viz.trace_plot(snapshot),
+        _memory_viz.trace_plot(snapshot, plot_segments=True),
+        _memory_viz.segment_plot(snapshot),
+    ):
         assert "<!DOCTYPE html>" in plot
         assert _embedded_snapshot(plot) == snapshot
     path = tmp_path / "snapshot.pickle"
     memory._dump_snapshot(str(path))
     with open(path, "rb") as f:
         assert set(pickle.load(f)) == SNAPSHOT_KEYS
-    stats = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats", str(path)],
-                           capture_output=True, text=True, timeout=300)
+    stats = subprocess.run(
+        [sys.executable, "-m", "torch.cuda._memory_viz", "stats", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert stats.returncode == 0, stats.stderr
     assert "total_reserved" in stats.stdout
     del keep

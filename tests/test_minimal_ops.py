@@ -4,6 +4,7 @@ Every operator runs for every dtype, on contiguous, non-contiguous (transposed,
 sliced with a step) and zero-size tensors, and the result is compared with the
 same operation on the CPU: dtype, shape, strides and bit-exact values.
 """
+
 import pytest
 import torch
 
@@ -26,6 +27,7 @@ def storage_ptr(t):
 # --------------------------------------------------------------------------
 # empty.memory_format / empty_strided
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "shape,memory_format",
@@ -108,6 +110,7 @@ def test_empty_like_and_new_empty_strided(dtype):
 # --------------------------------------------------------------------------
 # _copy_from
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (), (0,), (0, 3)], ids=str)
 @each_dtype
@@ -326,6 +329,7 @@ def test_copy_from_and_resize(dtype):
 # views: view / as_strided / _reshape_alias
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "shape,new_shape",
     [((12,), (3, 4)), ((3, 4), (2, 6)), ((2, 3, 4), (6, -1)), ((1,), ()), ((0, 3), (3, 0)), ((4, 3), (12,))],
@@ -428,6 +432,7 @@ def test_reshape_alias(dtype):
 # resize_
 # --------------------------------------------------------------------------
 
+
 @each_dtype
 def test_resize_grow_keeps_data(dtype):
     cpu = make_cpu((6,), dtype)
@@ -520,6 +525,7 @@ def test_resize_view_with_offset_grows_shared_storage(dtype):
 # _local_scalar_dense
 # --------------------------------------------------------------------------
 
+
 @each_dtype
 def test_item(dtype):
     cpu = make_cpu((3, 4), dtype)
@@ -560,6 +566,7 @@ def test_item_errors_like_cpu(dtype):
 # --------------------------------------------------------------------------
 # set_
 # --------------------------------------------------------------------------
+
 
 def _check_shared(a, b, dtype, a_idx, b_idx):
     """a and b share memory: a write through one is visible in the other."""

@@ -3,6 +3,7 @@
 Every nested operator runs its NestedTensorCPU kernel on host views of the device buffer, so results must equal the
 CPU's exactly.
 """
+
 import warnings
 
 import pytest

@@ -8,6 +8,7 @@ and tags, which dispatch keys have kernels), every declared operator computes
 on openreg what it computes on the CPU, and the generator turns a small YAML
 into registrations, or a malformed entry into an error that names it.
 """
+
 import dataclasses
 import json
 import os
@@ -87,7 +88,9 @@ def compare(namespaces, registry):
         f"{op}: registered ({registry[op]['schema']}) but not declared in operators.yaml"
         for op in sorted(registry.keys() - declared.keys())
     ]
-    problems += [f"{op}: declared in operators.yaml but not registered" for op in sorted(declared.keys() - registry.keys())]
+    problems += [
+        f"{op}: declared in operators.yaml but not registered" for op in sorted(declared.keys() - registry.keys())
+    ]
     for op in sorted(declared.keys() & registry.keys()):
         want, have = declared[op], registry[op]
         if want["schema"] != have["schema"]:
@@ -139,7 +142,9 @@ def run_on_both_devices(qualname):
         for on_device, on_cpu in zip(outcome["openreg"], outcome["cpu"], strict=True):
             # openreg_extra's openreg kernels compose ATen operators rather
             # than run the CPU loops, so they may round differently.
-            torch.testing.assert_close(on_device, on_cpu, **({} if namespace == "openreg_extra" else {"rtol": 0, "atol": 0}))
+            torch.testing.assert_close(
+                on_device, on_cpu, **({} if namespace == "openreg_extra" else {"rtol": 0, "atol": 0})
+            )
     except AssertionError as error:
         return str(error)
     return ""
@@ -338,18 +343,24 @@ def test_the_generator_defines_each_schema_with_its_tags_and_registers_each_kern
         "TORCH_LIBRARY_IMPL(demo, Autograd, m) {": [
             'm.impl("twice", torch::autograd::autogradNotImplementedFallback());'
         ],
-        "TORCH_LIBRARY_IMPL(demo, CompositeImplicitAutograd, m) {": ['m.impl("plain", TORCH_FN(demo::kernels::plain));'],
+        "TORCH_LIBRARY_IMPL(demo, CompositeImplicitAutograd, m) {": [
+            'm.impl("plain", TORCH_FN(demo::kernels::plain));'
+        ],
     }
 
 
 def test_the_generator_names_the_fake_kernel_registrar_only_where_a_fake_kernel_is_declared(tmp_path):
-    with_fake = SMALL_YAML.replace("  operators:\n    - func: twice(", "  python_module: demo.fakes\n  operators:\n    - func: twice(").replace(
+    with_fake = SMALL_YAML.replace(
+        "  operators:\n    - func: twice(", "  python_module: demo.fakes\n  operators:\n    - func: twice("
+    ).replace(
         "        Autograd: torch::autograd::autogradNotImplementedFallback()\n",
         "        Autograd: torch::autograd::autogradNotImplementedFallback()\n      fake: twice_fake\n",
     )
     statements = _blocks(_generate(tmp_path, with_fake))["TORCH_LIBRARY(demo, m) {"]
     assert statements[0] == f'm.set_python_module("{gen_custom_ops.FAKE_KERNEL_REGISTRAR}");'
-    assert not any("set_python_module" in s for s in _blocks(_generate(tmp_path, SMALL_YAML))["TORCH_LIBRARY(demo, m) {"])
+    assert not any(
+        "set_python_module" in s for s in _blocks(_generate(tmp_path, SMALL_YAML))["TORCH_LIBRARY(demo, m) {"]
+    )
 
 
 def test_the_generator_writes_only_what_changed(tmp_path):
@@ -373,17 +384,33 @@ def test_the_generator_writes_only_what_changed(tmp_path):
             "      tag: [out]",
             "demo entry 'twice.out(Tensor self, int times=2, *, Tensor(a!) out) -> Tensor(a!)': unknown key(s) ['tag']",
         ),
-        ("twice(Tensor self, int times=2)", "twice(Tensor self, int times=2", "demo entry 'twice(Tensor self, int times=2 -> Tensor': cannot parse the schema"),
+        (
+            "twice(Tensor self, int times=2)",
+            "twice(Tensor self, int times=2",
+            "demo entry 'twice(Tensor self, int times=2 -> Tensor': cannot parse the schema",
+        ),
         ("twice(Tensor self,", "demo::twice(Tensor self,", "`func` omits the namespace"),
-        ("[pt2_compliant_tag]", "[pt2_compliant]", "demo entry 'twice(Tensor self, int times=2) -> Tensor': unknown tag 'pt2_compliant'"),
+        (
+            "[pt2_compliant_tag]",
+            "[pt2_compliant]",
+            "demo entry 'twice(Tensor self, int times=2) -> Tensor': unknown tag 'pt2_compliant'",
+        ),
         ("PrivateUse1: twice_openreg", "Cuda: twice_openreg", "unknown dispatch key 'Cuda'"),
         ("CPU: twice_cpu", "CPU: twice-cpu", "the CPU kernel must be a function name, got 'twice-cpu'"),
         ("CPU: twice_cpu", "CPU: [twice_cpu]", "the CPU kernel must be a function name, got ['twice_cpu']"),
         ("CPU: twice_cpu", "CPU: demo::twice_cpu", "the CPU kernel must be a function name, got 'demo::twice_cpu'"),
         ("func: plain(", "func: twice(", "twice is declared twice"),
         ("  cpp_namespace: demo::kernels\n", "", "demo: a namespace built into a C++ library needs `cpp_namespace`"),
-        ("      dispatch:\n        CompositeImplicitAutograd: plain\n", "      dispatch: {}\n", "plain(Tensor(a) self) -> Tensor(a)': `dispatch` maps"),
-        ("      dispatch:\n        CompositeImplicitAutograd: plain\n", "      dispatch:\n        CompositeImplicitAutograd: plain\n      fake: plain_fake\n", "names Python functions but the namespace has no `python_module`"),
+        (
+            "      dispatch:\n        CompositeImplicitAutograd: plain\n",
+            "      dispatch: {}\n",
+            "plain(Tensor(a) self) -> Tensor(a)': `dispatch` maps",
+        ),
+        (
+            "      dispatch:\n        CompositeImplicitAutograd: plain\n",
+            "      dispatch:\n        CompositeImplicitAutograd: plain\n      fake: plain_fake\n",
+            "names Python functions but the namespace has no `python_module`",
+        ),
     ],
 )
 def test_a_malformed_entry_is_an_error_naming_it(tmp_path, old, new, message):
@@ -406,6 +433,10 @@ demo_py:
         CPU: twice_cpu
       autograd: {backward: twice_backward}
 """
-    with pytest.raises(gen_custom_ops.OperatorYamlError, match=r"demo_py entry 'twice\(Tensor x\) -> Tensor': `autograd` names"):
+    with pytest.raises(
+        gen_custom_ops.OperatorYamlError, match=r"demo_py entry 'twice\(Tensor x\) -> Tensor': `autograd` names"
+    ):
         _generate(tmp_path, python_yaml)
-    assert "TORCH_LIBRARY" not in _generate(tmp_path, python_yaml.replace("{backward: twice_backward}", "{backward: b, setup_context: s}"))
+    assert "TORCH_LIBRARY" not in _generate(
+        tmp_path, python_yaml.replace("{backward: twice_backward}", "{backward: b, setup_context: s}")
+    )

@@ -3,6 +3,7 @@ backend's options table, the documented defaults are the ones in force, and an
 invalid value never breaks ``import torch``: CPU work runs, and the first
 device use raises naming the variable and the value. The environment is read
 once per process, so each case runs in a child."""
+
 import pathlib
 import re
 
@@ -56,8 +57,9 @@ def test_every_option_has_an_invalid_case():
 def test_documented_defaults_are_in_force():
     defaults = options_table()
     unset = {name: None for name in defaults}
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import warnings
         import torch
         print("count=", torch.openreg.device_count())
@@ -69,8 +71,9 @@ def test_documented_defaults_are_in_force():
             ok = torch.equal(torch.atan2(x, x).cpu(), torch.atan2(x.cpu(), x.cpu()))
         print("fallback=", ok, torch.openreg.fallback_stats(), len(caught))
         """,
-        **unset,
-    ))
+            **unset,
+        )
+    )
     r = parse_key_values(out)
     assert int(r["count"]) == int(defaults["OPENREG_DEVICE_COUNT"]), out
     memory = defaults["OPENREG_DEVICE_MEMORY"]
@@ -111,8 +114,9 @@ def test_invalid_value_fails_at_first_device_use_not_at_import(name, value):
 @pytest.mark.parametrize("value", ["abc", "0"])
 def test_device_count_is_zero_with_a_warning_when_the_count_is_invalid(value):
     # As torch.cuda.device_count(): no exception, 0 devices, the reason in a warning.
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import warnings
         import torch
         with warnings.catch_warnings(record=True) as caught:
@@ -121,9 +125,9 @@ def test_device_count_is_zero_with_a_warning_when_the_count_is_invalid(value):
         print("available=", torch.openreg.is_available())
         print("warning=", " ".join(str(w.message) for w in caught))
         """,
-        OPENREG_DEVICE_COUNT=value,
-    ))
+            OPENREG_DEVICE_COUNT=value,
+        )
+    )
     r = parse_key_values(out)
     assert r["count"] == "0" and r["available"] == "False", out
     assert f"OPENREG_DEVICE_COUNT='{value}'" in r["warning"], out
-

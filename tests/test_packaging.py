@@ -4,6 +4,7 @@ The checkout tests build nothing: the source folder ``torch_openreg/`` is
 copied without its native libraries into a temporary "repository root", and
 the package this test process imported stands for the installed copy.
 """
+
 import importlib.metadata
 import os
 import shutil
@@ -24,9 +25,7 @@ INSTALLED_PARENT = os.path.dirname(INSTALLED_PACKAGE)
 @pytest.fixture
 def unbuilt_checkout(tmp_path):
     """A repository root whose torch_openreg/ has no built extension, and a tests/ folder."""
-    shutil.copytree(
-        SOURCE_PACKAGE, tmp_path / "torch_openreg", ignore=shutil.ignore_patterns("*.so", "__pycache__")
-    )
+    shutil.copytree(SOURCE_PACKAGE, tmp_path / "torch_openreg", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     shutil.copytree(os.path.join(REPO_ROOT, "tests"), tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(REPO_ROOT, "pyproject.toml"), tmp_path)
     return tmp_path
@@ -35,9 +34,7 @@ def unbuilt_checkout(tmp_path):
 def run_in(cwd, *args, pythonpath=INSTALLED_PARENT, timeout=300, env=None):
     """``python *args`` started in ``cwd``, which (as for any ``python -c`` or ``-m``) comes first on sys.path."""
     env = {**os.environ, **(env or {}), "PYTHONPATH": pythonpath}
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -270,7 +267,10 @@ def test_pip_install_without_a_supported_torch_refuses_before_compiling(tmp_path
     assert "cannot be built against the installed torch 2.16.0" in output
     for result in (no_torch, unsupported):
         assert "compiling" not in result.stdout + result.stderr
-        assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in result.stdout + result.stderr
+        assert (
+            "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+            in result.stdout + result.stderr
+        )
 
 
 def test_shipped_libraries_carry_no_debug_information():

@@ -2,6 +2,7 @@
 Tensor.pin_memory / is_pinned, the caching host allocator, asynchronous copies
 from and to pinned memory, and DataLoader(pin_memory=True). Values are checked
 against the CPU."""
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -21,6 +22,7 @@ def synchronized():
 # --------------------------------------------------------------------------
 # pinning
 # --------------------------------------------------------------------------
+
 
 def test_empty_pin_memory():
     x = torch.empty(1000, pin_memory=True)
@@ -123,6 +125,7 @@ def test_pinned_block_not_reused_before_async_copy_ran():
 # asynchronous copies
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_nonblocking_copies_from_and_to_pinned(dtype):
     expected = make_cpu((129, 65), dtype=dtype, seed=5)
@@ -167,6 +170,7 @@ def test_nonblocking_copy_from_pageable_memory_is_correct():
 # --------------------------------------------------------------------------
 # DataLoader
 # --------------------------------------------------------------------------
+
 
 def _dataset():
     g = torch.Generator().manual_seed(8)

@@ -5,6 +5,7 @@ served anything, so every scenario runs in a fresh interpreter. The allocator
 under test is a tiny shared library built here: it takes runtime memory with
 orMalloc/orFree (so memory protection still applies) and counts its calls.
 """
+
 import os
 import shutil
 import signal
@@ -55,9 +56,20 @@ def allocator_so(tmp_path_factory):
     library = directory / "liballoc.so"
     package = os.path.dirname(torch_openreg.__file__)
     subprocess.run(
-        [compiler, "-shared", "-fPIC", "-O1", str(source), "-o", str(library),
-         f"-L{package}", "-lopenreg", f"-Wl,-rpath,{package}"],
-        check=True, timeout=120,
+        [
+            compiler,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            str(source),
+            "-o",
+            str(library),
+            f"-L{package}",
+            "-lopenreg",
+            f"-Wl,-rpath,{package}",
+        ],
+        check=True,
+        timeout=120,
     )
     return str(library)
 
@@ -79,7 +91,9 @@ def _run(so, body):
 
 @pytest.mark.slow
 def test_tensors_allocate_and_free_through_it(allocator_so):
-    out = _run(allocator_so, """
+    out = _run(
+        allocator_so,
+        """
 a_cpu = torch.arange(12, dtype=torch.float32).reshape(3, 4)
 b_cpu = torch.linspace(-1, 1, 12).reshape(4, 3)
 a = a_cpu.to("openreg")
@@ -95,37 +109,48 @@ u = torch.UntypedStorage(64, device="openreg")
 del a, b, s, u
 import gc; gc.collect()
 print("allocs", count("alloc_calls"), "frees", count("free_calls"), "live", count("live_bytes"))
-""")
+""",
+    )
     allocs, frees, live = (int(w) for w in out.split()[1::2])
     assert allocs >= 5 and frees == allocs and live == 0, out
 
 
 @pytest.mark.slow
 def test_free_gets_the_allocation_size(allocator_so):
-    out = _run(allocator_so, """
+    out = _run(
+        allocator_so,
+        """
 x = torch.empty(1000, dtype=torch.float64, device="openreg")
 assert count("live_bytes") == 8000
 del x
 print(count("free_calls"), count("freed_bytes"))
-""")
+""",
+    )
     assert out.split() == ["1", "8000"], out
 
 
 @pytest.mark.slow
 def test_memory_is_protected_runtime_memory(allocator_so):
-    proc = run_python(_PRELUDE.format(so=allocator_so) + """
+    proc = run_python(
+        _PRELUDE.format(so=allocator_so)
+        + """
 x = torch.tensor([1.5, 2.0], device="openreg")
 print("ready", flush=True)
 ctypes.string_at(x.data_ptr(), 8)
 print("host_read_worked", flush=True)
-""", timeout=60, OPENREG_MEMORY_PROTECTION=None)
+""",
+        timeout=60,
+        OPENREG_MEMORY_PROTECTION=None,
+    )
     assert "ready" in proc.stdout and "host_read_worked" not in proc.stdout, (proc.stdout, proc.stderr)
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
 
 
 @pytest.mark.slow
 def test_caching_allocator_features_refuse(allocator_so):
-    out = _run(allocator_so, """
+    out = _run(
+        allocator_so,
+        """
 import torch_openreg._multiprocessing_reductions
 x = torch.ones(4, device="openreg")
 for name, call in [
@@ -151,13 +176,15 @@ assert count("live_bytes") == 256 + 16
 torch.openreg.caching_allocator_delete(ptr)
 assert count("live_bytes") == 16
 print("ok")
-""")
+""",
+    )
     assert out.strip() == "ok"
 
 
 @pytest.mark.slow
 def test_swapping_after_an_allocation_raises(allocator_so):
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
 import torch
 x = torch.ones(3, device="openreg")
 a = torch.openreg.memory.OpenRegPluggableAllocator({allocator_so!r}, "counting_alloc", "counting_free")
@@ -165,21 +192,28 @@ try:
     torch.openreg.memory.change_current_allocator(a)
 except RuntimeError as e:
     print(e)
-""", timeout=60)
+""",
+        timeout=60,
+    )
     assert "Can't swap an already initialized allocator" in check_ok(proc)
     # Nor twice: an installed pluggable allocator is initialized too.
-    out = _run(allocator_so, """
+    out = _run(
+        allocator_so,
+        """
 try:
     torch.openreg.memory.change_current_allocator(allocator)
 except RuntimeError as e:
     print(e)
-""")
+""",
+    )
     assert "Can't swap an already initialized allocator" in out
 
 
 @pytest.mark.slow
 def test_bad_library_or_symbol(allocator_so, tmp_path):
-    out = check_ok(run_python(f"""
+    out = check_ok(
+        run_python(
+            f"""
 import torch
 from torch.openreg.memory import OpenRegPluggableAllocator as P
 try:
@@ -190,5 +224,8 @@ try:
     P({allocator_so!r}, "no_such_alloc", "counting_free")
 except AttributeError as e:
     print("attr", "no_such_alloc" in str(e))
-""", timeout=60))
+""",
+            timeout=60,
+        )
+    )
     assert out.split() == ["oserror", "True", "attr", "True"], out

@@ -8,6 +8,7 @@ Each test profiles in a fresh interpreter: the profiler's state and the
 allocator's totals are per process, and the profiler reports failures of its
 callbacks on stderr only, which a child's captured stderr shows.
 """
+
 import json
 import pathlib
 import pickle
@@ -47,12 +48,15 @@ TRAINING_STEP = """
 """
 
 
-LEGACY_PROFILE = """
+LEGACY_PROFILE = (
+    """
     import json, time, warnings
     import torch
     import torch_openreg
 
-""" + TRAINING_STEP + """
+"""
+    + TRAINING_STEP
+    + """
     expected = step("cpu")
     step("openreg")  # warm up: lazy initialisation stays out of the profile
     with warnings.catch_warnings(record=True) as caught:
@@ -71,6 +75,7 @@ LEGACY_PROFILE = """
         "region_us": region_us,
     }))
 """
+)
 
 
 @pytest.mark.slow
@@ -90,14 +95,17 @@ def test_legacy_profiler_times_openreg_ops_without_warnings():
     assert 0 < result["top_level_device_us"] <= result["region_us"]
 
 
-KINETO_PROFILE = """
+KINETO_PROFILE = (
+    """
     import json, os
     import torch
     import torch_openreg
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-""" + TRAINING_STEP + """
+"""
+    + TRAINING_STEP
+    + """
     expected = step("cpu")
     step("openreg")  # warm up
     with profile(activities=%(activities)s) as prof:
@@ -127,6 +135,7 @@ KINETO_PROFILE = """
         "trace": trace["traceEvents"],
     }))
 """
+)
 
 
 def kineto_profile(tmp_path, activities="[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]"):
@@ -178,13 +187,17 @@ def test_kineto_chrome_trace_has_openreg_device_and_stream_rows(device_profile):
     assert all(e["args"]["External id"] > 0 for e in kernels)  # the launching op's correlation id
     rows = {(e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert (0, "openreg 0 stream 0") in rows
-    labels = {e["args"]["labels"] for e in events if e.get("ph") == "M" and e["name"] == "process_labels" and e["pid"] == 0}
+    labels = {
+        e["args"]["labels"] for e in events if e.get("ph") == "M" and e["name"] == "process_labels" and e["pid"] == 0
+    }
     assert labels == {"openreg 0"}
     # torch.openreg.profiler ranges: on the stream's row, around their work.
     ranges = {e["name"]: e for e in events if e.get("cat") == "gpu_user_annotation" and e["pid"] == 0}
     assert {"my range", "my mark"} <= set(ranges)
     span = ranges["my range"]
-    inside = [e for e in kernels if e["name"].startswith("aten::mul") and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]]
+    inside = [
+        e for e in kernels if e["name"].startswith("aten::mul") and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]
+    ]
     assert inside
     # record_function shows on the host side as usual.
     assert any(e["name"] == "## forward ##" for e in events if e.get("cat") == "user_annotation")

@@ -4,6 +4,7 @@ Creation (quantize_per_tensor / quantize_per_channel / _make_*_quantized_tensor 
 between the CPU and openreg, the quantization parameters, the view operators and the compute operators PyTorch
 registers for QuantizedCUDA; everything else raises naming openreg, as CUDA raises for want of a kernel.
 """
+
 import copy
 import re
 
@@ -327,8 +328,12 @@ def test_view_operators_alias_and_match_cpu(make, name):
 def test_contiguous_and_clone_match_cpu():
     base = per_tensor(make_cpu((3, 4, 5), seed=16))
     on_device = base.to(DEVICE)
-    for fn in (lambda q: q.transpose(0, 2).contiguous(), lambda q: q.clone(), lambda q: q[:, ::2].clone(),
-               lambda q: q.transpose(0, 1).reshape(4, 15)):
+    for fn in (
+        lambda q: q.transpose(0, 2).contiguous(),
+        lambda q: q.clone(),
+        lambda q: q[:, ::2].clone(),
+        lambda q: q.transpose(0, 1).reshape(4, 15),
+    ):
         actual = fn(on_device)
         assert actual.untyped_storage().data_ptr() != on_device.untyped_storage().data_ptr()
         assert_same_quantized(actual, fn(base))
@@ -438,8 +443,9 @@ def test_fallback_counts_quantized_compute():
 def test_operators_without_a_cuda_quantized_kernel_raise_naming_openreg(fn):
     q = per_tensor(make_cpu((3, 4), seed=23)).to(DEVICE)
     # The operator that fails is named: the one called, or the one it calls to allocate its result.
-    with pytest.raises(NotImplementedError, match="(Could not run 'aten::|aten::empty_strided: )"
-                                                  ".*quantized openreg tensors"):
+    with pytest.raises(
+        NotImplementedError, match="(Could not run 'aten::|aten::empty_strided: ).*quantized openreg tensors"
+    ):
         fn(q)
 
 

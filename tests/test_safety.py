@@ -4,6 +4,7 @@ Each test is the regression test of a defect found from outside: a path that cra
 another tensor, or answered where CUDA raises. Where the CPU defines the behaviour the test compares
 with it.
 """
+
 import subprocess
 import sys
 import textwrap
@@ -279,9 +280,7 @@ def test_cpu_copy_of_an_openreg_tensor_crosses_a_spawned_process(tmp_path):
             """
         )
     )
-    proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=tmp_path
-    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
     out = check_ok(proc)
     r = parse_key_values(out)
     assert r["result"] == "[0.0, 2.0, 4.0, 6.0]", out

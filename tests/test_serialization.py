@@ -2,6 +2,7 @@
 state dicts: devices and map_location in every form, aliasing of views,
 weights_only loading, and backend metadata. Values are checked against the
 CPU tensors they came from."""
+
 import io
 import warnings
 
@@ -36,6 +37,7 @@ def round_trip(request, tmp_path):
 # tensors and storages
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_tensor_round_trip_keeps_device_and_values(round_trip, dtype):
     cpu0 = make_cpu((5, 7), dtype=dtype, seed=1)
@@ -69,8 +71,12 @@ def test_views_keep_sharing_one_storage(round_trip):
         assert tensor.stride() == original.stride(), name
     # aliasing: writing through one loaded view shows in the others, as on the CPU
     cpu_views = {"base": base_cpu.clone()}
-    cpu_views.update(t=cpu_views["base"].t(), row=cpu_views["base"][2], slice=cpu_views["base"].view(-1)[5:17],
-                     col=cpu_views["base"][:, 1])
+    cpu_views.update(
+        t=cpu_views["base"].t(),
+        row=cpu_views["base"][2],
+        slice=cpu_views["base"].view(-1)[5:17],
+        col=cpu_views["base"][:, 1],
+    )
     for views_ in (loaded, cpu_views):
         views_["row"].fill_(-1.0)
         views_["col"].mul_(10.0)
@@ -123,6 +129,7 @@ def test_typed_storage_round_trip(round_trip):
 # map_location
 # --------------------------------------------------------------------------
 
+
 def _saved_on_both_devices():
     a = make_cpu((3, 4), seed=8)
     b = make_cpu((5,), dtype=torch.int64, seed=9)
@@ -149,8 +156,21 @@ def _saved_on_both_devices():
         (lambda storage, location: storage, "cpu", "cpu"),  # storages are read to the CPU first
         (lambda storage, location: None, "openreg:0", "openreg:1"),  # None: the default placement
     ],
-    ids=["openreg", "openreg:1", "openreg:0", "cpu", "device(openreg,1)", "device(cpu)", "dict0to1",
-         "dict1tocpu", "dict_swap", "callable_openreg", "callable_to", "callable_identity", "callable_none"],
+    ids=[
+        "openreg",
+        "openreg:1",
+        "openreg:0",
+        "cpu",
+        "device(openreg,1)",
+        "device(cpu)",
+        "dict0to1",
+        "dict1tocpu",
+        "dict_swap",
+        "callable_openreg",
+        "callable_to",
+        "callable_identity",
+        "callable_none",
+    ],
 )
 def test_map_location(map_location, device_a, device_b):
     buf, a, b = _saved_on_both_devices()
@@ -184,8 +204,11 @@ def test_map_location_to_missing_device_fails():
 
 
 def test_cpu_checkpoint_to_openreg_and_back(round_trip):
-    cpu = {"w": make_cpu((8, 3), seed=10), "i": make_cpu(4, dtype=torch.int16, seed=11),
-           "c": make_cpu(3, dtype=torch.complex128, seed=12)}
+    cpu = {
+        "w": make_cpu((8, 3), seed=10),
+        "i": make_cpu(4, dtype=torch.int16, seed=11),
+        "c": make_cpu(3, dtype=torch.complex128, seed=12),
+    }
     on_device = round_trip(cpu, map_location="openreg")
     for key, value in cpu.items():
         assert on_device[key].device == torch.device("openreg:0")
@@ -203,6 +226,7 @@ def test_cpu_checkpoint_to_openreg_and_back(round_trip):
 # --------------------------------------------------------------------------
 # modules and optimizers
 # --------------------------------------------------------------------------
+
 
 def _model():
     torch.manual_seed(0)
@@ -295,6 +319,7 @@ def test_requires_grad_and_parameters_survive():
 # --------------------------------------------------------------------------
 # backend metadata
 # --------------------------------------------------------------------------
+
 
 def test_backend_metadata_round_trips_through_pytorchs_interface():
     """torch._utils.set_tensor_metadata / get_tensor_metadata reach openreg's
@@ -389,5 +414,7 @@ def test_backend_metadata_reaches_fake_tensors_made_from_functionalized_tensors(
     assert torch._utils.get_tensor_metadata(fake) == {"format_number": True, "version_number": False}
     plain = torch._to_functional_tensor(t)  # the C++ wrapper alone, as functionalize() makes it
     with FakeTensorMode() as mode:
-        assert torch._utils.get_tensor_metadata(mode.from_tensor(plain)) == {"format_number": True,
-                                                                              "version_number": False}
+        assert torch._utils.get_tensor_metadata(mode.from_tensor(plain)) == {
+            "format_number": True,
+            "version_number": False,
+        }

@@ -4,6 +4,7 @@ Structural operators are PyTorch's device-generic kernels (csrc/aten/SparseTenso
 runs the CPU's sparse kernel on host views of the device components (csrc/aten/SparseFallback.cpp). So every result
 must equal the CPU's exactly: layout, sizes, nnz, index tensors, values, dtype and the COO coalesced flag.
 """
+
 import re
 import warnings
 
@@ -72,7 +73,9 @@ def check_same(fn, *cpu_args):
         with pytest.raises(type(error)) as info:
             fn(*map(on_device, cpu_args))
         expected_message = str(error).splitlines()[0]
-        missing = re.match(r"(Could not run '.*' with arguments from the ')Sparse(Csr)?CPU(' backend)", expected_message)
+        missing = re.match(
+            r"(Could not run '.*' with arguments from the ')Sparse(Csr)?CPU(' backend)", expected_message
+        )
         if missing:
             # No CPU kernel at all: the same error, naming the openreg key rather than the CPU's.
             prefix, csr, suffix = missing.groups()
@@ -252,8 +255,7 @@ def test_layout_conversions(source, target):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16],
-                         ids=dtype_id)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16], ids=dtype_id)
 def test_coalesce(dtype):
     cpu = uncoalesced_coo(dtype)
     actual = cpu.to(DEVICE).coalesce()
@@ -263,8 +265,9 @@ def test_coalesce(dtype):
     assert actual.coalesce() is actual
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16, torch.bfloat16],
-                         ids=dtype_id)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.int64, torch.float16, torch.bfloat16], ids=dtype_id
+)
 def test_coo_arithmetic(dtype):
     # Some CPU kernels lack half types ("cadd_sparse" not implemented for 'Half'): then the same error.
     a, b = uncoalesced_coo(dtype), sparse_input(dtype, (3, 4), seed=5).to_sparse()
@@ -337,8 +340,10 @@ def test_sparse_mm(dtype):
     csr_cpu = sparse_cpu.to_sparse_csr()
     assert_same(csr_cpu.to(DEVICE) @ dense, csr_cpu @ dense_cpu)
     bias_cpu = make_cpu((5, 3), dtype, seed=9)
-    assert_same(torch.addmm(dev(bias_cpu), sparse, dense, beta=0.5, alpha=2),
-                torch.addmm(bias_cpu, sparse_cpu, dense_cpu, beta=0.5, alpha=2))
+    assert_same(
+        torch.addmm(dev(bias_cpu), sparse, dense, beta=0.5, alpha=2),
+        torch.addmm(bias_cpu, sparse_cpu, dense_cpu, beta=0.5, alpha=2),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=dtype_id)
@@ -382,7 +387,9 @@ def test_structure_operators():
     assert_sparse_same(actual.index_select(1, dev(torch.tensor([3, 0]))), cpu.index_select(1, torch.tensor([3, 0])))
     assert_sparse_same(actual.double(), cpu.double())
     assert_sparse_same(torch.sparse.softmax(actual, 1), torch.sparse.softmax(cpu, 1))
-    assert_sparse_same(torch.zeros(3, 4, layout=torch.sparse_coo, device=DEVICE), torch.zeros(3, 4, layout=torch.sparse_coo))
+    assert_sparse_same(
+        torch.zeros(3, 4, layout=torch.sparse_coo, device=DEVICE), torch.zeros(3, 4, layout=torch.sparse_coo)
+    )
     target = torch.zeros(3, 4).to_sparse().to(DEVICE)
     assert target.copy_(actual) is target
     assert_sparse_same(target, cpu)
@@ -500,9 +507,12 @@ def test_a_cpu_scalar_tensor_is_no_output_for_a_sparse_operator():
         ("coo indices of a compressed tensor", lambda s, c, d: c.indices()),
         ("no SparseCPU kernel", lambda s, c, d: torch.cumsum(s, 0)),
         ("no SparseCsrCPU kernel", lambda s, c, d: torch.cumsum(c, 0)),
-        ("invalid COO invariants",
-         lambda s, c, d: torch.sparse_coo_tensor(torch.tensor([[0, 5]], device=d.device), torch.ones(2, device=d.device),
-                                                 (3,), check_invariants=True)),
+        (
+            "invalid COO invariants",
+            lambda s, c, d: torch.sparse_coo_tensor(
+                torch.tensor([[0, 5]], device=d.device), torch.ones(2, device=d.device), (3,), check_invariants=True
+            ),
+        ),
     ],
     ids=lambda case: case[0],
 )
@@ -541,8 +551,9 @@ def test_no_cpu_sparse_kernel_is_shadowed_by_a_composite():
         for cpu_key, key in (("SparseCPU", "SparsePrivateUse1"), ("SparseCsrCPU", "SparseCsrPrivateUse1")):
             if not torch._C._dispatch_has_kernel_for_dispatch_key(name, cpu_key):
                 continue
-            entry = next(line for line in torch._C._dispatch_dump_table(name).splitlines()
-                         if line.startswith(key + ":"))
+            entry = next(
+                line for line in torch._C._dispatch_dump_table(name).splitlines() if line.startswith(key + ":")
+            )
             # A kernel registered for the key itself, or the backend fallback; a composite reads
             # "[default backend kernel]" or "[math kernel]".
             if not entry.endswith(("[kernel]", "[backend fallback]")):
@@ -561,8 +572,9 @@ def test_fallback_is_counted():
 def test_strict_mode_refuses_sparse_fallback():
     from conftest import check_ok, run_python
 
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import warnings, torch
         warnings.simplefilter("ignore")
         s = torch.ones(2, 2).to_sparse().to("openreg")   # structural: openreg kernels
@@ -572,8 +584,9 @@ def test_strict_mode_refuses_sparse_fallback():
         except NotImplementedError as error:
             print("refused", "aten::mul.Tensor" in str(error))
         """,
-        OPENREG_FALLBACK="0",
-    ))
+            OPENREG_FALLBACK="0",
+        )
+    )
     assert "nnz 4" in out and "refused True" in out
 
 
@@ -606,8 +619,7 @@ def test_hybrid_and_autograd_of_sum():
     hybrid = dense.to_sparse(2)
     check_same(lambda x: x * x, hybrid)
     check_same(lambda x: torch.sparse.sum(x, dim=0), hybrid)
-    check_same(lambda x, d: torch.sparse.mm(torch.sparse.sum(x, dim=2), d),
-               hybrid, make_cpu((4, 3), torch.float64))
+    check_same(lambda x, d: torch.sparse.mm(torch.sparse.sum(x, dim=2), d), hybrid, make_cpu((4, 3), torch.float64))
     x_cpu = hybrid.clone().requires_grad_()
     x = hybrid.to(DEVICE).requires_grad_()
     torch.sparse.sum(x_cpu, dim=1).to_dense().pow(2).sum().backward()

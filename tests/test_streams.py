@@ -3,6 +3,7 @@ torch.Event on openreg, the current-stream machinery (per thread, per device),
 torch.accelerator's stream functions, and the ordering guarantees of work
 queued on streams (asynchronous copies, waits, record_stream), every value
 checked against the CPU."""
+
 import threading
 
 import pytest
@@ -28,6 +29,7 @@ def _busy(stream, host, device_buf, copies=4):
 # --------------------------------------------------------------------------
 # torch.openreg.Stream
 # --------------------------------------------------------------------------
+
 
 def test_pool_streams_are_distinct_and_not_default():
     default = torch.openreg.default_stream()
@@ -115,6 +117,7 @@ def test_stream_equality_and_hash():
 # --------------------------------------------------------------------------
 # current stream: set_stream, stream(...), per thread, per device
 # --------------------------------------------------------------------------
+
 
 def test_current_stream_starts_as_default():
     assert torch.openreg.current_stream() == torch.openreg.default_stream()
@@ -229,6 +232,7 @@ def test_accelerator_set_stream_sets_device():
 # --------------------------------------------------------------------------
 # torch.Stream / torch.Event on openreg
 # --------------------------------------------------------------------------
+
 
 def test_torch_stream_on_openreg():
     s = torch.Stream(device="openreg")
@@ -399,6 +403,7 @@ def test_stream_query_and_synchronize():
 # correctness of work under streams
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_nonblocking_copy_from_pinned_on_side_stream(dtype):
     expected = make_cpu((257, 33), dtype=dtype, seed=4)
@@ -548,6 +553,7 @@ def test_accelerator_synchronize_waits_for_streams():
 # --------------------------------------------------------------------------
 # record_stream
 # --------------------------------------------------------------------------
+
 
 def test_record_stream_accepts_openreg_streams():
     x = torch.ones(100, device=DEVICE)

@@ -1,6 +1,7 @@
 """Strict mode (OPENREG_FALLBACK=0) exists to show which compute operators lack an openreg kernel, so tensor creation
 and random fills have kernels of their own (csrc/aten/FillAndRandomKernels.cpp): they work in strict mode, give the
 CPU's results (random ones: the CPU's numbers for the same seed, bit for bit), and never reach the fallback."""
+
 import pytest
 import torch
 
@@ -89,8 +90,9 @@ def test_creation_and_random_functions_work_in_strict_mode_and_equal_the_cpu():
 
 @pytest.mark.slow
 def test_a_compute_operator_still_raises_naming_it():
-    out = check_ok(run_python(
-        """
+    out = check_ok(
+        run_python(
+            """
         import torch
         x = torch.randn(3, device="openreg")
         try:
@@ -98,8 +100,9 @@ def test_a_compute_operator_still_raises_naming_it():
         except NotImplementedError as error:
             print("refused", "'aten::atan2'" in str(error), "OPENREG_FALLBACK=0" in str(error))
         """,
-        OPENREG_FALLBACK="0",
-    ))
+            OPENREG_FALLBACK="0",
+        )
+    )
     assert "refused True True" in out
 
 
@@ -125,18 +128,31 @@ def test_a_cpu_generator_for_an_openreg_fill_is_refused():
         torch.empty(3, device=DEVICE).normal_(generator=torch.Generator())
 
 
-@pytest.mark.parametrize("call", [
-    lambda d: torch.empty(3, device=d).random_(5, 2),
-    lambda d: torch.empty(3, device=d).uniform_(2, 1),
-    lambda d: torch.empty(3, device=d).normal_(0, -1),
-    lambda d: torch.empty(3, device=d).bernoulli_(1.5),
-    lambda d: torch.empty(3, device=d).geometric_(0),
-    lambda d: torch.empty(3, device=d).fill_(torch.ones(2, device=d)),
-    lambda d: torch.arange(0, 5, 0, device=d),
-    lambda d: torch.eye(-1, device=d),
-    lambda d: torch.empty(3, dtype=torch.int64, device=d).normal_(),
-], ids=["random_from_ge_to", "uniform_from_gt_to", "normal_negative_std", "bernoulli_p_above_1", "geometric_p_0",
-        "fill_non_scalar_value", "arange_step_0", "eye_negative", "normal_integer"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.empty(3, device=d).random_(5, 2),
+        lambda d: torch.empty(3, device=d).uniform_(2, 1),
+        lambda d: torch.empty(3, device=d).normal_(0, -1),
+        lambda d: torch.empty(3, device=d).bernoulli_(1.5),
+        lambda d: torch.empty(3, device=d).geometric_(0),
+        lambda d: torch.empty(3, device=d).fill_(torch.ones(2, device=d)),
+        lambda d: torch.arange(0, 5, 0, device=d),
+        lambda d: torch.eye(-1, device=d),
+        lambda d: torch.empty(3, dtype=torch.int64, device=d).normal_(),
+    ],
+    ids=[
+        "random_from_ge_to",
+        "uniform_from_gt_to",
+        "normal_negative_std",
+        "bernoulli_p_above_1",
+        "geometric_p_0",
+        "fill_non_scalar_value",
+        "arange_step_0",
+        "eye_negative",
+        "normal_integer",
+    ],
+)
 def test_bad_arguments_raise_as_on_the_cpu(call):
     with pytest.raises(Exception) as cpu_error:
         call("cpu")

@@ -4,6 +4,7 @@ libtorch's structured impl, which calls the CPU kernel of the stub on device
 memory, so they never use the CPU fallback, and they equal the CPU bit for bit
 (same CPU loops on the same memory), on the direct path (operands in the
 common dtype, CPU scalars) as on the host path (casts)."""
+
 import pathlib
 import struct
 
@@ -174,15 +175,20 @@ def test_out_and_inplace_variants():
     assert_same(y, a.add(b, alpha=-1.5))
 
 
-STUB_OVERLOADS = [
-    f"aten::{name}{overload}"
-    for name in ["neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid"]
-    for overload in ["", "_"]
-] + [f"aten::{name}{overload}.Tensor" for name in ["add", "sub", "mul", "div", "eq"] for overload in ["", "_"]] + [
-    "aten::sum.dim_IntList"
-] + [f"aten::{name}{overload}" for name in ["addcmul", "addcdiv"] for overload in ["", "_", ".out"]] + [
-    f"aten::lerp{overload}" for overload in [".Scalar", "_.Scalar", ".Scalar_out", ".Tensor", "_.Tensor", ".Tensor_out"]
-]
+STUB_OVERLOADS = (
+    [
+        f"aten::{name}{overload}"
+        for name in ["neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid"]
+        for overload in ["", "_"]
+    ]
+    + [f"aten::{name}{overload}.Tensor" for name in ["add", "sub", "mul", "div", "eq"] for overload in ["", "_"]]
+    + ["aten::sum.dim_IntList"]
+    + [f"aten::{name}{overload}" for name in ["addcmul", "addcdiv"] for overload in ["", "_", ".out"]]
+    + [
+        f"aten::lerp{overload}"
+        for overload in [".Scalar", "_.Scalar", ".Scalar_out", ".Tensor", "_.Tensor", ".Tensor_out"]
+    ]
+)
 
 
 @pytest.mark.parametrize("op", STUB_OVERLOADS)
@@ -202,8 +208,12 @@ def test_inplace_and_out_equal_cpu(name, dtype):
     """Same-dtype operands and CPU scalars take the direct path, a float64
     operand the host path; results, errors and identity match the CPU."""
     a = make_cpu((4, 5), dtype, seed=1)
-    for other in [make_cpu((5,), dtype, seed=2, low=1 if not dtype.is_floating_point else None),
-                  make_cpu((4, 5), torch.float64, seed=3), torch.tensor(2), 2.5]:
+    for other in [
+        make_cpu((5,), dtype, seed=2, low=1 if not dtype.is_floating_point else None),
+        make_cpu((4, 5), torch.float64, seed=3),
+        torch.tensor(2),
+        2.5,
+    ]:
         other_dev = other.to(DEV) if isinstance(other, torch.Tensor) and other.dim() > 0 else other
         expected = cpu_result(lambda: getattr(a.clone(), IN_PLACE[name])(other))
         x = a.to(DEV)
@@ -228,10 +238,21 @@ def test_python_scalar_operands_equal_cpu(dtype):
     to the common dtype as the CPU's iterator casts it; half and bfloat16 CPU
     loops read the uncast value (float precision), which the cast keeps."""
     a = make_cpu((33,), dtype, seed=5)
-    for fn in [lambda t: t * 0.1, lambda t: t + 1.7, lambda t: t - 3, lambda t: t / 0.3, lambda t: t.mul_(0.1),
-               lambda t: t.add_(True), lambda t: t.sub_(2), lambda t: t.div_(7), lambda t: t == 1,
-               lambda t: t * (2 + 1j), lambda t: t.lerp_(t.flip(0), 0.3),
-               lambda t: t.mul_(torch.tensor(0.1, dtype=torch.float64)), lambda t: t + torch.tensor(3, dtype=torch.int8)]:
+    for fn in [
+        lambda t: t * 0.1,
+        lambda t: t + 1.7,
+        lambda t: t - 3,
+        lambda t: t / 0.3,
+        lambda t: t.mul_(0.1),
+        lambda t: t.add_(True),
+        lambda t: t.sub_(2),
+        lambda t: t.div_(7),
+        lambda t: t == 1,
+        lambda t: t * (2 + 1j),
+        lambda t: t.lerp_(t.flip(0), 0.3),
+        lambda t: t.mul_(torch.tensor(0.1, dtype=torch.float64)),
+        lambda t: t + torch.tensor(3, dtype=torch.int8),
+    ]:
         expected = cpu_result(fn, a.clone())
         if isinstance(expected, type):  # int64.mul_(0.1)
             with pytest.raises(expected):
@@ -267,8 +288,23 @@ def test_stub_operators_never_use_the_fallback():
     a.sum(), a.sum(0)
     a.clone().add_(b), a.clone().mul_(b)
     stats = torch.openreg.fallback_stats()
-    served = {"abs", "neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid",
-              "add", "sub", "mul", "div", "eq", "sum"}
+    served = {
+        "abs",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "eq",
+        "sum",
+    }
     used = {name.split("::")[1].split(".")[0].rstrip("_") for name in stats}
     assert not used & served, stats
 
@@ -277,17 +313,17 @@ def _dynamic_symbol_names(library):
     """The .dynstr section of an ELF64 little-endian shared library: the names of every symbol it imports and
     exports."""
     data = pathlib.Path(library).read_bytes()
-    section_offset, = struct.unpack_from("<Q", data, 0x28)
+    (section_offset,) = struct.unpack_from("<Q", data, 0x28)
     entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
 
     def section(i):
         name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", data, section_offset + i * entry_size)
-        return name, data[offset:offset + size]
+        return name, data[offset : offset + size]
 
     section_names = section(names_index)[1]
     for i in range(count):
         name, body = section(i)
-        if section_names[name:section_names.index(b"\0", name)] == b".dynstr":
+        if section_names[name : section_names.index(b"\0", name)] == b".dynstr":
             return body
     raise AssertionError(f"no .dynstr in {library}")
 
@@ -349,8 +385,10 @@ def test_adam_step_takes_no_fallback_and_equals_cpu():
     """One Adam step per implementation (for-loop and foreach) over small parameters, as in benchmarks/run.py's
     optimizer group: the same parameters as on the CPU, bit for bit, without the fallback."""
     for foreach in (False, True):
-        params = {device: [torch.nn.Parameter(make_cpu((16,), seed=i).to(device)) for i in range(3)]
-                  for device in ("cpu", DEV)}
+        params = {
+            device: [torch.nn.Parameter(make_cpu((16,), seed=i).to(device)) for i in range(3)]
+            for device in ("cpu", DEV)
+        }
         for device, group in params.items():
             for i, param in enumerate(group):
                 param.grad = make_cpu((16,), seed=10 + i).to(device)

@@ -2,6 +2,7 @@
 autocast policy for them: float32 computation, results in the input's dtype
 (nms: indices). Runs where torchvision is installed (it is not a dependency of
 torch_openreg)."""
+
 import pytest
 import torch
 

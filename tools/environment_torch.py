@@ -9,6 +9,7 @@ So torch is not a build requirement: the build imports the environment's torch,
 which pip's isolation hides, and refuses a torch it does not support (or no
 torch at all) before compiling anything, saying what to do.
 """
+
 import os
 import site
 import sys

@@ -15,6 +15,7 @@ whichever language registers it. Errors name the namespace and the entry.
 
     python tools/gen_custom_ops.py torch_openreg/ops/operators.yaml torch_openreg._C OUTPUT.cpp
 """
+
 import json
 import os
 import re
@@ -175,7 +176,12 @@ def generate(namespaces, library):
                 declaration = _declaration(op.func, kernel)
                 if declaration not in declarations:
                     declarations.append(declaration)
-        lines += ["", f"namespace {namespace.cpp_namespace} {{", *declarations, f"}} // namespace {namespace.cpp_namespace}"]
+        lines += [
+            "",
+            f"namespace {namespace.cpp_namespace} {{",
+            *declarations,
+            f"}} // namespace {namespace.cpp_namespace}",
+        ]
 
         lines += ["", f"TORCH_LIBRARY({namespace.name}, m) {{"]
         if any(op.fake is not None for op in namespace.operators):

@@ -5,6 +5,7 @@ entry point) makes ``openreg`` a device like ``cuda``: ``x.to("openreg")``,
 ``torch.openreg.*`` and ``torch.accelerator.*``. Importing initializes no
 device; the runtime starts at first use.
 """
+
 from ._source_checkout import defer_to_installed_copy
 
 
@@ -68,7 +69,7 @@ def _register_submodules(package) -> None:
     prefix = package.__name__ + "."
     for name, module in list(sys.modules.items()):
         if name.startswith(prefix):
-            sys.modules[f"torch.{_BACKEND}.{name[len(prefix):]}"] = module
+            sys.modules[f"torch.{_BACKEND}.{name[len(prefix) :]}"] = module
 
 
 def _register_with_lightning() -> None:

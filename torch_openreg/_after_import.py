@@ -9,6 +9,7 @@ comes first.
 
 Only this module is imported with the package; it imports nothing of torch.
 """
+
 import sys
 
 _pending = {}  # module name -> [registration, ...]

@@ -16,6 +16,7 @@ thread runs its nodes with its device current, and the caller's current device i
 such a call ``torch.autograd.is_multithreading_enabled()`` reads False (the switch in use); before and after, and
 in every other backward call, nothing changes.
 """
+
 import torch
 from torch.autograd.variable import Variable
 

@@ -5,6 +5,7 @@ loaded under another torch it fails with an undefined symbol, or worse, loads
 and crashes later. setup.py records the torch it compiled against in
 ``_build_info.py``; this compares that record with the running torch.
 """
+
 import sys
 
 

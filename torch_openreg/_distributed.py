@@ -6,6 +6,7 @@ device's default backend, as NCCL is CUDA's: ``init_process_group()`` without a
 backend picks it when openreg is the accelerator, and ``"orccl"`` or
 ``"cpu:gloo,openreg:orccl"`` name it explicitly.
 """
+
 import functools
 import os
 from datetime import timedelta

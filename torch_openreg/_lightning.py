@@ -29,6 +29,7 @@ where openreg's is orccl). If a Lightning release no longer has these methods,
 openreg is not registered and a warning says why, rather than training
 somewhere else.
 """
+
 import functools
 import warnings
 

@@ -9,6 +9,7 @@ which the import system allows (a module may replace itself in
 ``sys.modules`` while it is imported). Without an installed copy, the import
 fails saying how to build one.
 """
+
 import importlib.machinery
 import importlib.util
 import os

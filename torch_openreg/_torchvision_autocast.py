@@ -12,6 +12,7 @@ Registered at import when torchvision is installed, usually before torchvision
 itself is imported: the dispatcher keeps kernels for operators whose schema is
 defined later.
 """
+
 import importlib.util
 
 import torch

@@ -26,9 +26,7 @@ namespace {
 // input is usually a sigmoid computed in lower precision. The message is
 // PyTorch's own.
 at::Tensor binary_cross_entropy_banned(
-    const at::Tensor& /*self*/,
-    const at::Tensor& /*target*/,
-    const std::optional<at::Tensor>& /*weight*/,
+    const at::Tensor& /*self*/, const at::Tensor& /*target*/, const std::optional<at::Tensor>& /*weight*/,
     int64_t /*reduction*/) {
   TORCH_CHECK(
       false,
@@ -39,7 +37,7 @@ at::Tensor binary_cross_entropy_banned(
       "safe to autocast.");
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
@@ -67,4 +65,4 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

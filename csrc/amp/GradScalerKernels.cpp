@@ -16,7 +16,7 @@
 #include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <ATen/ops/_amp_update_scale.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from csrc/aten/native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from csrc/aten/native_functions.yaml
 #include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
@@ -28,23 +28,17 @@ constexpr std::string_view kUpdateScaleOp = "aten::_amp_update_scale_";
 
 void check_on_openreg(DeviceCheck& check, const at::Tensor& tensor, std::string_view op, std::string_view what) {
   TORCH_CHECK(
-      tensor.device().is_privateuseone(),
-      op,
-      ": ",
-      what,
-      " must be an openreg tensor (as on CUDA, where it must be a CUDA tensor), but got a tensor on ",
-      tensor.device());
+      tensor.device().is_privateuseone(), op, ": ", what,
+      " must be an openreg tensor (as on CUDA, where it must be a CUDA tensor), but got a tensor on ", tensor.device());
   check.check(tensor);
 }
 
-} // namespace
+}  // namespace
 
 // Registered from csrc/aten/native_functions.yaml.
 
 void OpenRegNativeFunctions::_amp_foreach_non_finite_check_and_unscale_(
-    at::TensorList scaled_grads,
-    at::Tensor& found_inf,
-    const at::Tensor& inv_scale) {
+    at::TensorList scaled_grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   if (scaled_grads.empty()) {
     return;
   }
@@ -66,12 +60,8 @@ void OpenRegNativeFunctions::_amp_foreach_non_finite_check_and_unscale_(
 }
 
 at::Tensor& OpenRegNativeFunctions::_amp_update_scale_(
-    at::Tensor& current_scale,
-    at::Tensor& growth_tracker,
-    const at::Tensor& found_inf,
-    double growth_factor,
-    double backoff_factor,
-    int64_t growth_interval) {
+    at::Tensor& current_scale, at::Tensor& growth_tracker, const at::Tensor& found_inf, double growth_factor,
+    double backoff_factor, int64_t growth_interval) {
   DeviceCheck check(kUpdateScaleOp);
   check_on_openreg(check, current_scale, kUpdateScaleOp, "current_scale");
   check_on_openreg(check, growth_tracker, kUpdateScaleOp, "growth_tracker");
@@ -85,4 +75,4 @@ at::Tensor& OpenRegNativeFunctions::_amp_update_scale_(
   return current_scale;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

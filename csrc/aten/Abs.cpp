@@ -7,7 +7,7 @@
 // build of the loop computes, bit for bit.
 #include <ATen/ops/abs_native.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from native_functions.yaml
 #include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
@@ -25,4 +25,4 @@ at::Tensor& OpenRegNativeFunctions::abs_out(const at::Tensor& self, at::Tensor& 
   return out;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -8,7 +8,7 @@
 #include <ATen/ops/argmax_native.h>
 #include <ATen/ops/argmin_native.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from native_functions.yaml
 #include "aten/DeviceCall.h"
 #include "aten/StructuredKernel.h"
 
@@ -24,11 +24,7 @@ struct argmin_op {
 
 template <typename Op>
 c10::MaybeOwned<at::Tensor> index_reduction(
-    std::string_view name,
-    const at::Tensor& out,
-    const at::Tensor& self,
-    std::optional<int64_t> dim,
-    bool keepdim) {
+    std::string_view name, const at::Tensor& out, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   const DeviceCall call(name, self, Written{out});
   StructuredKernel<Op, /*HostOutput=*/false> kernel(out);
   kernel.meta(self, dim, keepdim);
@@ -36,17 +32,14 @@ c10::MaybeOwned<at::Tensor> index_reduction(
   return kernel.take_result();
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor OpenRegNativeFunctions::argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   return *index_reduction<argmax_op>("aten::argmax", at::Tensor(), self, dim, keepdim);
 }
 
 at::Tensor& OpenRegNativeFunctions::argmax_out(
-    const at::Tensor& self,
-    std::optional<int64_t> dim,
-    bool keepdim,
-    at::Tensor& out) {
+    const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
   index_reduction<argmax_op>("aten::argmax.out", out, self, dim, keepdim);
   return out;
 }
@@ -56,12 +49,9 @@ at::Tensor OpenRegNativeFunctions::argmin(const at::Tensor& self, std::optional<
 }
 
 at::Tensor& OpenRegNativeFunctions::argmin_out(
-    const at::Tensor& self,
-    std::optional<int64_t> dim,
-    bool keepdim,
-    at::Tensor& out) {
+    const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
   index_reduction<argmin_op>("aten::argmin.out", out, self, dim, keepdim);
   return out;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

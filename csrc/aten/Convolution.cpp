@@ -15,14 +15,8 @@ namespace at::openreg {
 namespace {
 
 at::Tensor convolution_overrideable(
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    const std::optional<at::Tensor>& bias,
-    c10::IntArrayRef stride,
-    c10::IntArrayRef padding,
-    c10::IntArrayRef dilation,
-    bool transposed,
-    c10::IntArrayRef output_padding,
+    const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
   const DeviceCall call("aten::convolution_overrideable", input, weight, bias_tensor);
@@ -31,54 +25,31 @@ at::Tensor convolution_overrideable(
   // the output afterwards.
   const AllocateResultsOnDevice on_device;
   const at::Tensor output = at::convolution(
-      views.alias(input),
-      views.alias(weight),
-      bias_tensor.defined() ? views.alias(bias_tensor) : at::Tensor(),
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups);
+      views.alias(input), views.alias(weight), bias_tensor.defined() ? views.alias(bias_tensor) : at::Tensor(), stride,
+      padding, dilation, transposed, output_padding, groups);
   return views.to_device(output);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
-    const at::Tensor& grad_output,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    c10::IntArrayRef stride,
-    c10::IntArrayRef padding,
-    c10::IntArrayRef dilation,
-    bool transposed,
-    c10::IntArrayRef output_padding,
-    int64_t groups,
-    std::array<bool, 3> output_mask) {
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
   const DeviceCall call("aten::convolution_backward_overrideable", grad_output, input, weight);
   CpuAliases views(call);
   // The bias gradient has one entry per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   const AllocateResultsOnDevice on_device;
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
-      views.alias(grad_output),
-      views.alias(input),
-      views.alias(weight),
-      std::vector<int64_t>{out_channels},
-      stride,
-      padding,
-      dilation,
-      transposed,
-      output_padding,
-      groups,
-      output_mask);
+      views.alias(grad_output), views.alias(input), views.alias(weight), std::vector<int64_t>{out_channels}, stride,
+      padding, dilation, transposed, output_padding, groups, output_mask);
   return {views.to_device(grad_input), views.to_device(grad_weight), views.to_device(grad_bias)};
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

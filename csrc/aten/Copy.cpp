@@ -28,15 +28,13 @@ orMemcpyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
 
 // Same element type, same layout in memory, one dense block: one runtime copy.
 bool is_plain_memcpy(const at::Tensor& src, const at::Tensor& dst) {
-  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() &&
-      src.strides() == dst.strides() && src.is_non_overlapping_and_dense() &&
-      src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.strides() == dst.strides() &&
+      src.is_non_overlapping_and_dense() && src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
 }
 
 bool is_pinned(const at::Tensor& t) {
   orPointerAttributes attributes{};
-  return orPointerGetAttributes(&attributes, t.const_data_ptr()) == orSuccess &&
-      attributes.type == orMemoryTypeHost;
+  return orPointerGetAttributes(&attributes, t.const_data_ptr()) == orSuccess && attributes.type == orMemoryTypeHost;
 }
 
 // Asynchronous when no host memory could change under the queued copy, as in
@@ -75,11 +73,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   // `self` is the source.
   for (const at::Tensor* t : {&self, &dst}) {
     TORCH_CHECK(
-        t->is_cpu() || t->is_privateuseone(),
-        "openreg can copy only between cpu and openreg tensors, got a copy from ",
-        self.device(),
-        " to ",
-        dst.device());
+        t->is_cpu() || t->is_privateuseone(), "openreg can copy only between cpu and openreg tensors, got a copy from ",
+        self.device(), " to ", dst.device());
   }
   if (dst.numel() == 0) {
     return dst;
@@ -147,7 +142,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
@@ -176,4 +171,4 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -32,9 +32,7 @@ bool CpuAliasPool::usable() {
 PooledCpuAlias CpuAliasPool::take(caffe2::TypeMeta dtype) {
   if (views_.empty()) {
     c10::Storage storage(
-        c10::Storage::use_byte_size_t(),
-        0,
-        c10::DataPtr(nullptr, c10::Device(c10::kCPU)),
+        c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(c10::kCPU)),
         device_backed_host_allocator(),
         /*resizable=*/false);
     at::Tensor tensor =
@@ -54,8 +52,7 @@ PooledCpuAlias CpuAliasPool::take(caffe2::TypeMeta dtype) {
 bool CpuAliasPool::reusable(const at::Tensor& tensor, const ScopedHostAccess* access) const {
   const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
   if (tensor.use_count() != 1 || tensor.weak_use_count() != 1 || impl->key_set() != keys_ ||
-      impl->pyobj_slot()->load_pyobj() != nullptr || impl->is_wrapped_number() ||
-      impl->has_symbolic_sizes_strides()) {
+      impl->pyobj_slot()->load_pyobj() != nullptr || impl->is_wrapped_number() || impl->has_symbolic_sizes_strides()) {
     return false;
   }
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
@@ -94,4 +91,4 @@ void CpuAliasPool::give(PooledCpuAlias view) noexcept {
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -66,4 +66,4 @@ class CpuAliasPool {
   c10::DispatchKeySet keys_;
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -48,7 +48,7 @@ void copy_flags(const c10::TensorImpl& from, c10::TensorImpl& to) {
   to._set_neg(from.is_neg());
 }
 
-} // namespace
+}  // namespace
 
 c10::Allocator* device_backed_host_allocator() {
   return &g_device_backed_allocator;
@@ -146,7 +146,7 @@ void mirror_geometry(const c10::TensorImpl& from, c10::TensorImpl& to) {
   }
 }
 
-} // namespace
+}  // namespace
 
 void CpuAliases::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tensors) {
   if (!CpuAliasPool::usable()) {
@@ -189,7 +189,8 @@ void CpuAliases::take_pooled_views(c10::ArrayRef<const at::Tensor*> device_tenso
     return;
   }
   c10::SmallVector<void*, 4> host_ptrs(device_ptrs.size());
-  const orError_t opened = orMemAccessBeginBatch(device_ptrs.size(), device_ptrs.data(), sizes.data(), host_ptrs.data());
+  const orError_t opened =
+      orMemAccessBeginBatch(device_ptrs.size(), device_ptrs.data(), sizes.data(), host_ptrs.data());
   if (opened != orSuccess) {
     for (size_t i = first; i < tensors_.size(); ++i) {
       pool->give({std::move(tensors_[i].host), tensors_[i].pooled});
@@ -236,15 +237,10 @@ c10::Storage CpuAliases::host_storage_for(const c10::Storage& device_storage) {
     }
   }
   c10::DataPtr view = open_host_access(
-      device_storage.data(),
-      device_storage.nbytes(),
-      {},
+      device_storage.data(), device_storage.nbytes(), {},
       c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_impl));
   c10::Storage host(
-      c10::Storage::use_byte_size_t(),
-      device_storage.nbytes(),
-      std::move(view),
-      &g_device_backed_allocator,
+      c10::Storage::use_byte_size_t(), device_storage.nbytes(), std::move(view), &g_device_backed_allocator,
       device_storage.resizable());
   storages_.push_back({device_impl, host, host.data()});
   return host;
@@ -283,8 +279,7 @@ at::Tensor CpuAliases::alias(const at::Tensor& device_tensor, bool written) {
     return entry->host;
   }
   at::Tensor host = at::detail::make_tensor<c10::TensorImpl>(
-      host_storage_for(device_tensor.storage()),
-      mirrored_keys(c10::DispatchKey::CPU, *device_impl),
+      host_storage_for(device_tensor.storage()), mirrored_keys(c10::DispatchKey::CPU, *device_impl),
       device_tensor.dtype());
   c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
   mirror_geometry(*device_impl, *host_impl);
@@ -334,14 +329,11 @@ void CpuAliases::write_back() {
     const c10::TensorImpl* host_impl = entry.host.unsafeGetTensorImpl();
     c10::StorageImpl* storage = device_storage_for(host_impl->storage());
     if (storage != device_impl->storage().unsafeGetStorageImpl()) {
-      device_impl->set_storage_keep_dtype(
-          c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)));
+      device_impl->set_storage_keep_dtype(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)));
     }
-    if (device_impl->sizes() != host_impl->sizes() ||
-        device_impl->strides() != host_impl->strides() ||
+    if (device_impl->sizes() != host_impl->sizes() || device_impl->strides() != host_impl->strides() ||
         device_impl->storage_offset() != host_impl->storage_offset()) {
-      device_impl->set_sizes_and_strides(
-          host_impl->sizes(), host_impl->strides(), host_impl->storage_offset());
+      device_impl->set_sizes_and_strides(host_impl->sizes(), host_impl->strides(), host_impl->storage_offset());
     }
     // Kernels may also flip the lazy conjugate/negative bits of an out=
     // argument (linalg_lu_solve with left=False returns a conjugated view).
@@ -369,16 +361,16 @@ c10::StorageImpl* CpuAliases::device_storage_for(const c10::Storage& host_storag
   const size_t nbytes = host_storage.nbytes();
   c10::Storage device;
   if (ScopedHostAccess* access = owning_host_access(host_storage.data_ptr())) {
-    device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(access->owned),
-                          c10::openreg::getDeviceAllocator(), /*resizable=*/true);
+    device = c10::Storage(
+        c10::Storage::use_byte_size_t(), nbytes, std::move(access->owned), c10::openreg::getDeviceAllocator(),
+        /*resizable=*/true);
     access->keep_alive = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device.unsafeGetStorageImpl());
   } else {
-    device = c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
-                          c10::openreg::getDeviceAllocator(), /*resizable=*/true);
+    device =
+        c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::openreg::getDeviceAllocator(), /*resizable=*/true);
     // A ZeroTensor's storage has a size but no memory: nothing to copy.
     if (nbytes > 0 && host_storage.data() != nullptr) {
-      OPENREG_CHECK(orMemcpy(device.mutable_data(), host_storage.data(), nbytes,
-                             orMemcpyHostToDevice));
+      OPENREG_CHECK(orMemcpy(device.mutable_data(), host_storage.data(), nbytes, orMemcpyHostToDevice));
     }
   }
   c10::StorageImpl* device_impl = device.unsafeGetStorageImpl();
@@ -410,11 +402,9 @@ at::Tensor CpuAliases::to_device(const at::Tensor& host_result) {
   }
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_result.storage()))),
-      mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl),
-      host_result.dtype());
+      mirrored_keys(c10::DispatchKey::PrivateUse1, *host_impl), host_result.dtype());
   c10::TensorImpl* impl = result.unsafeGetTensorImpl();
-  impl->set_sizes_and_strides(
-      host_result.sizes(), host_result.strides(), host_result.storage_offset());
+  impl->set_sizes_and_strides(host_result.sizes(), host_result.strides(), host_result.storage_offset());
   copy_flags(*host_impl, *impl);
   return result;
 }
@@ -444,4 +434,4 @@ bool CpuAliases::adopt_device_result(const at::Tensor& host_result) {
   return true;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -27,17 +27,10 @@ struct ScopedHostAccess;
 // in place. Afterwards write_back() carries whatever the kernel did to a
 // written argument's metadata or storage (resize_, set_, in-place view ops)
 // back to the openreg tensor, and to_device() maps each result back:
-//   - an argument's alias returned as is (in-place, out=)  -> that argument;
-//   - a view of an argument's storage                      -> the same view
-//                                                             of the device
-//                                                             storage;
-//   - a fresh CPU result                                   -> copied once
-//                                                             into new device
-//                                                             memory, or handed
-//                                                             over if the kernel
-//                                                             allocated it in
-//                                                             device memory
-//                                                             (CpuAllocationsOnDevice.h).
+//   - an argument's alias returned as is (in-place, out=): that argument;
+//   - a view of an argument's storage: the same view of the device storage;
+//   - a fresh CPU result: copied once into new device memory, or handed over
+//     if the kernel allocated it in device memory (CpuAllocationsOnDevice.h).
 //
 // One instance serves one call: it deduplicates, so a tensor passed twice, or
 // two tensors sharing a storage, stay the same tensor / storage on the CPU
@@ -193,4 +186,4 @@ class CpuAliases {
 // to the device without a copy.
 c10::Allocator* device_backed_host_allocator();
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -47,7 +47,7 @@ class CpuAllocationsOnDevice final : public c10::Allocator {
   c10::Allocator* cpu_;
 };
 
-} // namespace
+}  // namespace
 
 void replace_cpu_allocator() {
   // Priority 1: a later registration at the default priority does not
@@ -66,4 +66,4 @@ AllocateResultsOnDevice::~AllocateResultsOnDevice() {
   t_in_scope = previous_;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -34,4 +34,4 @@ class AllocateResultsOnDevice {
   bool previous_;
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -45,4 +45,4 @@ class DeviceCall {
   c10::openreg::OpenRegGuard guard_;
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

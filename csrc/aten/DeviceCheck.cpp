@@ -48,4 +48,4 @@ void DeviceCheck::mismatch(c10::Device other) const {
   device_mismatch(op_name_, device(), other);
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

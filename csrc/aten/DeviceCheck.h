@@ -1,6 +1,5 @@
 #pragma once
 
-
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -15,9 +14,8 @@ namespace at::openreg {
 // without linking the backend.
 [[noreturn]] inline void device_mismatch(std::string_view op, c10::Device device, c10::Device other) {
   TORCH_CHECK(
-      false,
-      "Expected all tensors to be on the same device, but found at least two devices, ",
-      device, " and ", other, "! (when checking the arguments of ", op, ")");
+      false, "Expected all tensors to be on the same device, but found at least two devices, ", device, " and ", other,
+      "! (when checking the arguments of ", op, ")");
 }
 
 // The device an operator runs on, checked the way CUDA checks it: every tensor
@@ -76,4 +74,4 @@ c10::Device common_device(std::string_view op_name, const Args&... args) {
   return check.device();
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

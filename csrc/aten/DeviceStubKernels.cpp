@@ -60,8 +60,7 @@ void abs_kernel(at::TensorIteratorBase& iter) {
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(), "abs_openreg", [&] {
     on_device_memory(iter, "aten::abs", [&] {
       at::native::cpu_kernel_vec(
-          iter,
-          [](scalar_t a) -> scalar_t { return static_cast<scalar_t>(std::abs(a)); },
+          iter, [](scalar_t a) -> scalar_t { return static_cast<scalar_t>(std::abs(a)); },
           [](Vectorized<scalar_t> a) { return a.abs(); });
     });
   });
@@ -75,8 +74,7 @@ void clamp_min_scalar_kernel(at::TensorIteratorBase& iter, c10::Scalar min_scala
     const Vectorized<scalar_t> min_vec(min);
     on_device_memory(iter, "aten::clamp_min", [&] {
       at::native::cpu_kernel_vec(
-          iter,
-          [=](scalar_t a) -> scalar_t { return std::max(a, min); },
+          iter, [=](scalar_t a) -> scalar_t { return std::max(a, min); },
           [=](Vectorized<scalar_t> a) { return at::vec::clamp_min(a, min_vec); });
     });
   });
@@ -96,8 +94,7 @@ void leaky_relu_kernel(at::TensorIteratorBase& iter, const c10::Scalar& negative
         const Vectorized<scalar_t> zero(scalar_t(0));
         const Vectorized<scalar_t> slope_vec(s);
         at::native::cpu_kernel_vec(
-            iter,
-            [=](scalar_t a) -> scalar_t { return a > scalar_t(0) ? a : static_cast<scalar_t>(a * s); },
+            iter, [=](scalar_t a) -> scalar_t { return a > scalar_t(0) ? a : static_cast<scalar_t>(a * s); },
             [=](Vectorized<scalar_t> a) { return Vectorized<scalar_t>::blendv(a * slope_vec, a, a > zero); });
       } else {
         at::native::cpu_kernel(iter, [=](scalar_t a) -> scalar_t {
@@ -119,12 +116,13 @@ void leaky_relu_kernel(at::TensorIteratorBase& iter, const c10::Scalar& negative
 // memory cannot take: reductions through it need a loop of the device's own.)
 template <template <typename> class Ops, bool largest>
 void index_reduction_kernel(at::TensorIterator& iter, std::string_view op) {
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, iter.dtype(1), largest ? "argmax_openreg" : "argmin_openreg", [&] {
-    const scalar_t init = largest ? at::native::lower_bound<scalar_t>() : at::native::upper_bound<scalar_t>();
-    on_device_memory(iter, op, [&] {
-      at::native::binary_kernel_reduce(iter, Ops<scalar_t>{}, std::pair<scalar_t, int64_t>(init, 0));
-    });
-  });
+  AT_DISPATCH_ALL_TYPES_AND2(
+      at::kHalf, at::kBFloat16, iter.dtype(1), largest ? "argmax_openreg" : "argmin_openreg", [&] {
+        const scalar_t init = largest ? at::native::lower_bound<scalar_t>() : at::native::upper_bound<scalar_t>();
+        on_device_memory(iter, op, [&] {
+          at::native::binary_kernel_reduce(iter, Ops<scalar_t>{}, std::pair<scalar_t, int64_t>(init, 0));
+        });
+      });
 }
 
 void argmax_kernel(at::TensorIterator& iter) {
@@ -135,8 +133,8 @@ void argmin_kernel(at::TensorIterator& iter) {
   index_reduction_kernel<at::native::ArgMinOps, false>(iter, "aten::argmin");
 }
 
-} // namespace
-} // namespace at::openreg
+}  // namespace
+}  // namespace at::openreg
 
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &at::openreg::abs_kernel)
@@ -144,4 +142,4 @@ REGISTER_PRIVATEUSE1_DISPATCH(clamp_min_scalar_stub, &at::openreg::clamp_min_sca
 REGISTER_PRIVATEUSE1_DISPATCH(leaky_relu_stub, &at::openreg::leaky_relu_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(argmax_stub, &at::openreg::argmax_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(argmin_stub, &at::openreg::argmin_kernel)
-} // namespace at::native
+}  // namespace at::native

@@ -33,7 +33,6 @@
 #include "aten/DeviceCall.h"
 #include "aten/CpuAllocationsOnDevice.h"
 
-
 namespace at::openreg {
 namespace {
 
@@ -68,10 +67,7 @@ at::Tensor masked_scale(const at::Tensor& values, const at::Tensor& mask, double
   return iter.output();
 }
 
-std::tuple<at::Tensor, at::Tensor> native_dropout(
-    const at::Tensor& input,
-    double p,
-    std::optional<bool> train) {
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   const DeviceCall call("aten::native_dropout", input);
   CpuAliases views(call);
   const at::Tensor host_input = views.alias(input);
@@ -89,8 +85,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(
     // the CPU's mask only if the mask is permuted the same way.
     mask = at::empty_like(host_input, host_input.options().dtype(at::kBool));
     mask.bernoulli_(keep, views.generator(std::nullopt));
-    output = has_fused_kernel(host_input, mask) ? masked_scale(host_input, mask, scale)
-                                                : host_input.mul(mask).mul_(scale);
+    output =
+        has_fused_kernel(host_input, mask) ? masked_scale(host_input, mask, scale) : host_input.mul(mask).mul_(scale);
   } else {
     mask = at::ones_like(host_input, host_input.options().dtype(at::kBool));
     output = host_input.clone();
@@ -127,7 +123,7 @@ at::Tensor dropout(const at::Tensor& input, double p, bool train) {
   return at::native::dropout(input, p, train);
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(native_dropout));
@@ -139,4 +135,4 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("dropout", TORCH_FN(dropout));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -44,14 +44,11 @@ const std::unordered_map<std::string, std::string>& blocklist() {
 void blocked_operator(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   const std::string& name = op.schema().operator_name().name;
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false,
-      "The operator '",
-      policy_for(op).name,
-      "' is not supported on the openreg device: ",
-      blocklist().at(name.substr(name.find("::") + 2)));
+      false, "The operator '", policy_for(op).name,
+      "' is not supported on the openreg device: ", blocklist().at(name.substr(name.find("::") + 2)));
 }
 
-} // namespace
+}  // namespace
 
 void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_on_host(op, stack, c10::DispatchKey::PrivateUse1);
@@ -80,10 +77,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   //  - conj_physical_, _conj_physical: composites that call conj_physical_stub
   //    on an iterator over the device tensors;
   //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors.
-  for (const char* name : {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out",
-                           "linalg__powsum", "mish_backward", "native_channel_shuffle", "native_group_norm",
-                           "native_layer_norm", "pixel_shuffle", "pixel_unshuffle", "silu_backward",
-                           "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
+  for (const char* name :
+       {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out", "linalg__powsum",
+        "mish_backward", "native_channel_shuffle", "native_group_norm", "native_layer_norm", "pixel_shuffle",
+        "pixel_unshuffle", "silu_backward", "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
   // index.Tensor: the structured "NonFunctional" default runs the meta
@@ -95,4 +92,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

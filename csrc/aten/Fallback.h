@@ -4,7 +4,7 @@
 
 namespace c10 {
 class OperatorHandle;
-} // namespace c10
+}  // namespace c10
 
 namespace at::openreg {
 
@@ -18,4 +18,4 @@ void host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Throws, naming the variable, if a name is not an aten operator.
 void register_forced_fallbacks();
 
-} // namespace at::openreg
+}  // namespace at::openreg

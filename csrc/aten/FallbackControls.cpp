@@ -22,7 +22,7 @@ namespace {
 std::mutex g_counters_mutex;
 std::unordered_map<std::string, std::unique_ptr<FallbackCounter>> g_counters;
 
-} // namespace
+}  // namespace
 
 FallbackCounter* counter_for(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_counters_mutex);
@@ -35,9 +35,7 @@ FallbackCounter* counter_for(const std::string& name) {
 
 void check_fallback_enabled(const OperatorPolicy& policy) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      c10::openreg::fallback_options().enabled,
-      "The operator '",
-      policy.name,
+      c10::openreg::fallback_options().enabled, "The operator '", policy.name,
       "' has no openreg kernel, and OPENREG_FALLBACK=0 forbids running it on the CPU fallback.");
 }
 
@@ -67,4 +65,4 @@ void reset_fallback_stats() {
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -31,4 +31,4 @@ void count_fallback_call(const OperatorPolicy& policy);
 std::vector<std::pair<std::string, uint64_t>> fallback_stats();
 void reset_fallback_stats();
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -23,44 +23,20 @@ c10::DispatchKey host_key_for(c10::DispatchKey device_key) {
   return c10::toRuntimePerBackendFunctionalityKey(c10::toFunctionalityKey(device_key), c10::BackendComponent::CPUBit);
 }
 
-bool has_host_kernel(const OperatorPolicy& policy, c10::DispatchKey host_key) {
-  switch (host_key) {
-    case c10::DispatchKey::CPU:
-      return policy.has_cpu_kernel;
-    case c10::DispatchKey::SparseCPU:
-      return policy.has_sparse_cpu_kernel;
-    case c10::DispatchKey::SparseCsrCPU:
-      return policy.has_sparse_csr_cpu_kernel;
-    case c10::DispatchKey::NestedTensorCPU:
-      return policy.has_nested_cpu_kernel;
-    case c10::DispatchKey::QuantizedCPU:
-      return policy.has_quantized_cpu_kernel;
-    default:
-      return false;
-  }
-}
-
 // Otherwise the CPU dispatch would fail naming the CPU's key.
 void check_host_kernel(const OperatorPolicy& policy, c10::DispatchKey device_key, c10::DispatchKey host_key) {
-  if (has_host_kernel(policy, host_key)) {
+  if (policy.host_kernels.has(host_key)) {
     return;
   }
   if (host_key == c10::DispatchKey::CPU) {
     TORCH_CHECK_NOT_IMPLEMENTED(
-        false,
-        "The operator '",
-        policy.name,
+        false, "The operator '", policy.name,
         "' is not implemented for the openreg device: it has no openreg kernel and no CPU kernel "
         "to fall back to.");
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false,
-      "Could not run '",
-      policy.name,
-      "' with arguments from the '",
-      device_key,
-      "' backend (openreg tensors): it has no openreg kernel, and openreg runs such calls with the CPU's ",
-      host_key,
+      false, "Could not run '", policy.name, "' with arguments from the '", device_key,
+      "' backend (openreg tensors): it has no openreg kernel, and openreg runs such calls with the CPU's ", host_key,
       " kernels, of which the CPU has none for this operator");
 }
 
@@ -86,9 +62,6 @@ c10::Device check_devices(const OperatorPolicy& policy, const torch::jit::Stack&
 
 // An argument's host counterpart; `written` as in CpuAliases::alias.
 at::Tensor host_argument(CpuAliases& views, const at::Tensor& t, bool written) {
-  if (!t.defined() || !t.is_privateuseone()) {
-    return t;
-  }
   at::Tensor host = views.alias(t, written);
   // Some CPU kernels save what only the backward pass needs when an input
   // requires grad (_sparse_mm_reduce_impl's arg-max indices), as they do for
@@ -103,13 +76,10 @@ at::Tensor host_argument(CpuAliases& views, const at::Tensor& t, bool written) {
   return host;
 }
 
-} // namespace
+}  // namespace
 
 void run_on_host(
-    const c10::OperatorHandle& op,
-    torch::jit::Stack* stack,
-    c10::DispatchKey device_key,
-    KernelAllocations results) {
+    const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key, KernelAllocations results) {
   const OperatorPolicy& policy = policy_for(op);
   check_fallback_enabled(policy);
   if (policy.synchronizes) {
@@ -119,10 +89,7 @@ void run_on_host(
   // PrivateUse1 tensors, which the orccl backend serves (as NCCL serves dense
   // CUDA tensors). The CPU kernel would ask the group for a CPU backend.
   TORCH_CHECK_NOT_IMPLEMENTED(
-      !policy.is_collective,
-      policy.name,
-      ": collectives on openreg take dense (strided) tensors, got ",
-      device_key,
+      !policy.is_collective, policy.name, ": collectives on openreg take dense (strided) tensors, got ", device_key,
       " tensors; convert them first (to_dense(), dequantize(), ...)");
   const c10::DispatchKey host_key = host_key_for(device_key);
   check_host_kernel(policy, device_key, host_key);
@@ -140,8 +107,7 @@ void run_on_host(
 
   count_fallback_call(policy);
 
-  if (host_key == c10::DispatchKey::CPU &&
-      c10::openreg::fallback_options().mode == c10::openreg::FallbackMode::Copy) {
+  if (host_key == c10::DispatchKey::CPU && c10::openreg::fallback_options().mode == c10::openreg::FallbackMode::Copy) {
     at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
     return;
   }
@@ -181,13 +147,12 @@ void run_on_host(
         map_tensors(arguments[k], [&](const at::Tensor& t) { return host_argument(views, t, written); });
   }
 
-  if (results == KernelAllocations::OnDevice ||
-      (policy.allocates_only_results && host_key == c10::DispatchKey::CPU)) {
-    const AllocateResultsOnDevice on_device;
-    op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
-  } else {
-    op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+  std::optional<AllocateResultsOnDevice> on_device;
+  if (results == KernelAllocations::OnDevice || (policy.allocates_only_results && host_key == c10::DispatchKey::CPU)) {
+    on_device.emplace();
   }
+  op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
+  on_device.reset();
 
   if (policy.writes_arguments) {
     views.write_back();
@@ -198,4 +163,4 @@ void run_on_host(
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -5,7 +5,7 @@
 
 namespace c10 {
 class OperatorHandle;
-} // namespace c10
+}  // namespace c10
 
 namespace at::openreg {
 
@@ -37,9 +37,7 @@ namespace at::openreg {
 enum class KernelAllocations { InHostMemory, OnDevice };
 
 void run_on_host(
-    const c10::OperatorHandle& op,
-    torch::jit::Stack* stack,
-    c10::DispatchKey device_key,
+    const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey device_key,
     KernelAllocations results = KernelAllocations::InHostMemory);
 
-} // namespace at::openreg
+}  // namespace at::openreg

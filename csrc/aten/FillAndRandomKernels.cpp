@@ -29,7 +29,7 @@
 #include <ATen/ops/uniform_native.h>
 #include <ATen/ops/zero_native.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from native_functions.yaml
 #include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 
@@ -59,14 +59,13 @@ at::Tensor& out_on_host(std::string_view op, at::Tensor& out, const Fill& fill, 
   return out;
 }
 
-} // namespace
+}  // namespace
 
 // The kernels, registered from csrc/aten/native_functions.yaml.
 
 at::Tensor& OpenRegNativeFunctions::fill_(at::Tensor& self, const at::Scalar& value) {
-  return fill_on_host("aten::fill_.Scalar", self, [&](CpuAliases&, at::Tensor host) {
-    at::native::fill_(host, value);
-  });
+  return fill_on_host(
+      "aten::fill_.Scalar", self, [&](CpuAliases&, at::Tensor host) { at::native::fill_(host, value); });
 }
 
 // `value` may be a 0-dim CPU tensor, as on CUDA.
@@ -106,7 +105,8 @@ at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t to, Option
   });
 }
 
-at::Tensor& OpenRegNativeFunctions::random_(at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
+at::Tensor& OpenRegNativeFunctions::random_(
+    at::Tensor& self, int64_t from, std::optional<int64_t> to, OptionalGenerator gen) {
   return fill_on_host("aten::random_.from", self, [&](CpuAliases& call, at::Tensor host) {
     at::native::random_(host, from, to, call.generator(gen));
   });
@@ -127,9 +127,12 @@ at::Tensor& OpenRegNativeFunctions::bernoulli_(at::Tensor& self, const at::Tenso
 }
 
 at::Tensor& OpenRegNativeFunctions::bernoulli_out(const at::Tensor& self, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::bernoulli.out", out, [&](CpuAliases& call, at::Tensor& host_out) {
-    at::native::bernoulli_out(call.alias(self), call.generator(gen), host_out);
-  }, self);
+  return out_on_host(
+      "aten::bernoulli.out", out,
+      [&](CpuAliases& call, at::Tensor& host_out) {
+        at::native::bernoulli_out(call.alias(self), call.generator(gen), host_out);
+      },
+      self);
 }
 
 at::Tensor& OpenRegNativeFunctions::exponential_(at::Tensor& self, double lambd, OptionalGenerator gen) {
@@ -159,26 +162,34 @@ at::Tensor& OpenRegNativeFunctions::geometric_(at::Tensor& self, double p, Optio
 // torch.normal with tensor arguments. The functional overloads allocate
 // their output on the device as the CPU's functional kernels do (contiguous,
 // the broadcast shape), then run the out= kernel.
-at::Tensor& OpenRegNativeFunctions::normal_out(const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_float_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
-    at::native::normal_out(call.alias(mean), std, call.generator(gen), host_out);
-  }, mean);
-}
-
-at::Tensor& OpenRegNativeFunctions::normal_out(double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
-  return out_on_host("aten::normal.float_Tensor_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
-    at::native::normal_out(mean, call.alias(std), call.generator(gen), host_out);
-  }, std);
+at::Tensor& OpenRegNativeFunctions::normal_out(
+    const at::Tensor& mean, double std, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host(
+      "aten::normal.Tensor_float_out", out,
+      [&](CpuAliases& call, at::Tensor& host_out) {
+        at::native::normal_out(call.alias(mean), std, call.generator(gen), host_out);
+      },
+      mean);
 }
 
 at::Tensor& OpenRegNativeFunctions::normal_out(
-    const at::Tensor& mean,
-    const at::Tensor& std,
-    OptionalGenerator gen,
-    at::Tensor& out) {
-  return out_on_host("aten::normal.Tensor_Tensor_out", out, [&](CpuAliases& call, at::Tensor& host_out) {
-    at::native::normal_out(call.alias(mean), call.alias(std), call.generator(gen), host_out);
-  }, mean, std);
+    double mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host(
+      "aten::normal.float_Tensor_out", out,
+      [&](CpuAliases& call, at::Tensor& host_out) {
+        at::native::normal_out(mean, call.alias(std), call.generator(gen), host_out);
+      },
+      std);
+}
+
+at::Tensor& OpenRegNativeFunctions::normal_out(
+    const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen, at::Tensor& out) {
+  return out_on_host(
+      "aten::normal.Tensor_Tensor_out", out,
+      [&](CpuAliases& call, at::Tensor& host_out) {
+        at::native::normal_out(call.alias(mean), call.alias(std), call.generator(gen), host_out);
+      },
+      mean, std);
 }
 
 at::Tensor OpenRegNativeFunctions::normal(const at::Tensor& mean, double std, OptionalGenerator gen) {
@@ -194,8 +205,8 @@ at::Tensor OpenRegNativeFunctions::normal(double mean, const at::Tensor& std, Op
 at::Tensor OpenRegNativeFunctions::normal(const at::Tensor& mean, const at::Tensor& std, OptionalGenerator gen) {
   // One of the two may be a 0-dim CPU tensor: the output goes to the other's device.
   const c10::Device device = common_device("aten::normal.Tensor_Tensor", mean, std);
-  at::Tensor out = at::empty(
-      at::infer_size(mean.sizes(), std.sizes()), mean.options().device(device), at::MemoryFormat::Contiguous);
+  at::Tensor out =
+      at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options().device(device), at::MemoryFormat::Contiguous);
   return normal_out(mean, std, std::move(gen), out);
 }
 
@@ -205,39 +216,35 @@ at::Tensor& OpenRegNativeFunctions::randperm_out(int64_t n, OptionalGenerator ge
   });
 }
 
-at::Tensor& OpenRegNativeFunctions::arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::arange_out(
+    const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   return out_on_host("aten::arange.start_out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::arange_out(start, end, step, host_out);
   });
 }
 
-at::Tensor& OpenRegNativeFunctions::linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+at::Tensor& OpenRegNativeFunctions::linspace_out(
+    const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   return out_on_host("aten::linspace.out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::linspace_out(start, end, steps, host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::logspace_out(
-    const at::Scalar& start,
-    const at::Scalar& end,
-    int64_t steps,
-    double base,
-    at::Tensor& out) {
+    const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
   return out_on_host("aten::logspace.out", out, [&](CpuAliases&, at::Tensor& host_out) {
     at::native::logspace_out(start, end, steps, base, host_out);
   });
 }
 
 at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, at::Tensor& out) {
-  return out_on_host("aten::eye.out", out, [&](CpuAliases&, at::Tensor& host_out) {
-    at::native::eye_out_cpu(n, host_out);
-  });
+  return out_on_host(
+      "aten::eye.out", out, [&](CpuAliases&, at::Tensor& host_out) { at::native::eye_out_cpu(n, host_out); });
 }
 
 at::Tensor& OpenRegNativeFunctions::eye_out(int64_t n, int64_t m, at::Tensor& out) {
-  return out_on_host("aten::eye.m_out", out, [&](CpuAliases&, at::Tensor& host_out) {
-    at::native::eye_out_cpu(n, m, host_out);
-  });
+  return out_on_host(
+      "aten::eye.m_out", out, [&](CpuAliases&, at::Tensor& host_out) { at::native::eye_out_cpu(n, m, host_out); });
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

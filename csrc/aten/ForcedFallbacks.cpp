@@ -23,23 +23,19 @@ void register_forced_fallbacks() {
     const std::vector<std::string>& ops = c10::openreg::fallback_options().forced_ops;
     for (const std::string& op : ops) {
       const auto dot = op.find('.');
-      const c10::OperatorName name(
-          "aten::" + op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
+      const c10::OperatorName name("aten::" + op.substr(0, dot), dot == std::string::npos ? "" : op.substr(dot + 1));
       TORCH_CHECK(
-          c10::Dispatcher::singleton().findSchema(name).has_value(),
-          "OPENREG_FALLBACK_OPS names '",
-          op,
+          c10::Dispatcher::singleton().findSchema(name).has_value(), "OPENREG_FALLBACK_OPS names '", op,
           "', which is not an aten operator (write e.g. 'add.Tensor' or 'aten::mm')");
     }
     if (ops.empty()) {
       return;
     }
-    static torch::Library library(
-        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     for (const std::string& op : ops) {
       library.impl(op.c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
     }
   });
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

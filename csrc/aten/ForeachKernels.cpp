@@ -63,19 +63,21 @@ at::Tensor scalar_operand(const at::Scalar& value, const at::Tensor& tensor) {
     return {};
   }
   at::Tensor operand = at::detail::empty_cpu({}, dtype);
-  AT_DISPATCH_V2(dtype, "openreg foreach scalar", AT_WRAP([&] {
-    scalar_t converted;
-    if (value.isFloatingPoint()) {
-      converted = c10::convert<scalar_t>(value.toDouble());
-    } else if (value.isComplex()) {
-      converted = c10::convert<scalar_t>(value.toComplexDouble());
-    } else if (value.isBoolean()) {
-      converted = c10::convert<scalar_t>(value.toBool());
-    } else {
-      converted = c10::convert<scalar_t>(value.toLong());
-    }
-    *operand.mutable_data_ptr<scalar_t>() = converted;
-  }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kBool);
+  AT_DISPATCH_V2(
+      dtype, "openreg foreach scalar", AT_WRAP([&] {
+        scalar_t converted;
+        if (value.isFloatingPoint()) {
+          converted = c10::convert<scalar_t>(value.toDouble());
+        } else if (value.isComplex()) {
+          converted = c10::convert<scalar_t>(value.toComplexDouble());
+        } else if (value.isBoolean()) {
+          converted = c10::convert<scalar_t>(value.toBool());
+        } else {
+          converted = c10::convert<scalar_t>(value.toLong());
+        }
+        *operand.mutable_data_ptr<scalar_t>() = converted;
+      }),
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kBool);
   operand.unsafeGetTensorImpl()->set_wrapped_number(true);
   return operand;
 }
@@ -130,10 +132,7 @@ class ForeachCall {
   }
 
  private:
-  static c10::Device common_device(
-      std::string_view op,
-      at::TensorList written,
-      c10::ArrayRef<at::TensorList> read) {
+  static c10::Device common_device(std::string_view op, at::TensorList written, c10::ArrayRef<at::TensorList> read) {
     DeviceCheck check(op);
     for (const at::Tensor& tensor : written) {
       check.check_written(tensor);
@@ -355,7 +354,7 @@ void scalar_list_(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
   }
 }
 
-} // namespace
+}  // namespace
 
 // One line per overload: its schema name, the kernel template, the
 // per-tensor operator (StubOperators.h) and, for the generic ones, the
@@ -425,4 +424,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 #undef OPENREG_FOREACH
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -65,8 +65,8 @@ std::optional<at::Tensor> present(const at::Tensor& tensor) {
 bool cpu_flash_gates_pass(const sdp::sdp_params& params) {
   constexpr bool debug = false;
   constexpr std::array<at::ScalarType, 4> flash_dtypes{at::kFloat, at::kDouble, at::kBFloat16, at::kHalf};
-  const bool same_head_dim = params.query.sym_size(-1) == params.key.sym_size(-1) &&
-      params.query.sym_size(-1) == params.value.sym_size(-1);
+  const bool same_head_dim =
+      params.query.sym_size(-1) == params.key.sym_size(-1) && params.query.sym_size(-1) == params.value.sym_size(-1);
   return sdp::check_nested_tensor(params, debug) && sdp::check_for_dropout(params, debug) &&
       sdp::check_tensor_shapes(params, debug) &&
 #if OPENREG_CPU_FLASH_TAKES_MQA
@@ -81,14 +81,8 @@ bool cpu_flash_gates_pass(const sdp::sdp_params& params) {
 }
 
 int64_t fused_sdp_choice(
-    const at::Tensor& query,
-    const at::Tensor& key,
-    const at::Tensor& value,
-    const std::optional<at::Tensor>& attn_mask,
-    double dropout_p,
-    bool is_causal,
-    std::optional<double> scale,
-    bool enable_gqa) {
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+    double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
   constexpr auto overrideable = static_cast<int64_t>(at::SDPBackend::overrideable);
   // What the CPU runs for these inputs under the user's switches (raises, as
   // on the CPU, when nothing enabled fits).
@@ -109,21 +103,14 @@ int64_t fused_sdp_choice(
   return cpu_flash_gates_pass(params) ? overrideable : cpu_choice();
 }
 
-using AttentionOutputs = std::
-    tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
+using AttentionOutputs = std::tuple<
+    at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
 
 AttentionOutputs fused_attention_overrideable(
-    const at::Tensor& query,
-    const at::Tensor& key,
-    const at::Tensor& value,
-    const std::optional<at::Tensor>& attn_bias,
-    double dropout_p,
-    bool is_causal,
-    bool return_debug_mask,
-    std::optional<double> scale) {
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, const std::optional<at::Tensor>& attn_bias,
+    double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      dropout_p == 0.0,
-      "openreg: ", kForward, " has no dropout (got dropout_p=", dropout_p,
+      dropout_p == 0.0, "openreg: ", kForward, " has no dropout (got dropout_p=", dropout_p,
       "); scaled_dot_product_attention takes the math backend for dropout");
   TORCH_CHECK_NOT_IMPLEMENTED(!return_debug_mask, "openreg: ", kForward, " has no debug attention mask");
   const at::Tensor bias = attn_bias.value_or(at::Tensor());
@@ -131,7 +118,8 @@ AttentionOutputs fused_attention_overrideable(
   CpuAliases views(call);
   const AllocateResultsOnDevice on_device;
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
-      views.alias(query), views.alias(key), views.alias(value), dropout_p, is_causal, present(views.alias(bias)), scale);
+      views.alias(query), views.alias(key), views.alias(value), dropout_p, is_causal, present(views.alias(bias)),
+      scale);
   // The schema's logsumexp is (batch, heads, q_len) and contiguous (its meta
   // function, which compiled graphs check); the CPU kernel writes it
   // heads-minor. Its backward reads it through strides either way.
@@ -157,13 +145,8 @@ AttentionOutputs fused_attention_overrideable(
 // may. It is what the CPU's math backend gives, differentiated by autograd
 // here on the host views.
 at::Tensor bias_gradient(
-    const at::Tensor& grad_out,
-    const at::Tensor& query,
-    const at::Tensor& key,
-    const at::Tensor& value,
-    const at::Tensor& bias,
-    bool is_causal,
-    std::optional<double> scale) {
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& bias, bool is_causal, std::optional<double> scale) {
   // A backend kernel runs below autograd (its dispatch keys excluded on this
   // thread): the math graph needs them back, with grad mode on.
   const c10::impl::ForceDispatchKeyGuard autograd_keys(c10::default_included_set, c10::default_excluded_set);
@@ -176,23 +159,11 @@ at::Tensor bias_gradient(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_overrideable_backward(
-    const at::Tensor& grad_out,
-    const at::Tensor& query,
-    const at::Tensor& key,
-    const at::Tensor& value,
-    const at::Tensor& attn_bias,
-    std::array<bool, 4> grad_input_mask,
-    const at::Tensor& out,
-    const at::Tensor& logsumexp,
-    const at::Tensor& /*cum_seq_q*/,
-    const at::Tensor& /*cum_seq_k*/,
-    int64_t /*max_q*/,
-    int64_t /*max_k*/,
-    double dropout_p,
-    bool is_causal,
-    const at::Tensor& /*philox_seed*/,
-    const at::Tensor& /*philox_offset*/,
-    std::optional<double> scale) {
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, int64_t /*max_q*/,
+    int64_t /*max_k*/, double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
+    const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       dropout_p == 0.0, "openreg: ", kBackward, " has no dropout (got dropout_p=", dropout_p, ")");
   const DeviceCall call(kBackward, grad_out, query, key, value, attn_bias, out, logsumexp);
@@ -206,16 +177,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_overr
   at::Tensor grad_query, grad_key, grad_value, grad_bias;
   if (grad_input_mask[0] || grad_input_mask[1] || grad_input_mask[2]) {
     std::tie(grad_query, grad_key, grad_value) = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        host_grad_out,
-        host_query,
-        host_key,
-        host_value,
-        views.alias(out),
-        views.alias(logsumexp),
-        dropout_p,
-        is_causal,
-        present(host_bias),
-        scale);
+        host_grad_out, host_query, host_key, host_value, views.alias(out), views.alias(logsumexp), dropout_p, is_causal,
+        present(host_bias), scale);
   }
   if (grad_input_mask[3] && host_bias.defined()) {
     grad_bias = bias_gradient(host_grad_out, host_query, host_key, host_value, host_bias, is_causal, scale);
@@ -224,13 +187,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_overr
     return asked ? views.to_device(laid_out_like(grad, input)) : at::Tensor();
   };
   return {
-      wanted(grad_input_mask[0], grad_query, host_query),
-      wanted(grad_input_mask[1], grad_key, host_key),
-      wanted(grad_input_mask[2], grad_value, host_value),
-      wanted(grad_input_mask[3], grad_bias, host_bias)};
+      wanted(grad_input_mask[0], grad_query, host_query), wanted(grad_input_mask[1], grad_key, host_key),
+      wanted(grad_input_mask[2], grad_value, host_value), wanted(grad_input_mask[3], grad_bias, host_bias)};
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // The operator behind torch._fused_sdp_choice asks the same question.
@@ -239,8 +200,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(fused_attention_overrideable_backward));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg
 
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &at::openreg::fused_sdp_choice)
-} // namespace at::native
+}  // namespace at::native

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <functional>
-#include <utility>
 #include <vector>
 
 #include "aten/ScopedHostAccess.h"
@@ -22,29 +20,33 @@ void HostAddresses::close() noexcept {
   end_accesses(device_bases_.size(), device_bases_.data());
   device_bases_.clear();
   host_bases_.clear();
-  sorted_slots_.clear();
+  slots_.clear();
   launch_.reset();
 }
 
 namespace {
-// Up to this many open storages (or new ones in one call), a linear search.
+// Up to this many open storages, a linear search.
 constexpr size_t kLinearSearch = 8;
-constexpr std::less<const void*> address_less;
-} // namespace
+}  // namespace
 
-inline ptrdiff_t HostAddresses::find(const void* device_base) const {
-  if (sorted_slots_.empty()) {
-    for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
-      if (device_bases_[slot] == device_base) {
-        return static_cast<ptrdiff_t>(slot);
-      }
-    }
-    return -1;
+ptrdiff_t HostAddresses::find(const void* device_base) const {
+  if (!slots_.empty()) {
+    const auto it = slots_.find(device_base);
+    return it == slots_.end() ? -1 : static_cast<ptrdiff_t>(it->second);
   }
-  const auto it = std::lower_bound(
-      sorted_slots_.begin(), sorted_slots_.end(), device_base,
-      [&](uint32_t slot, const void* base) { return address_less(device_bases_[slot], base); });
-  return it != sorted_slots_.end() && device_bases_[*it] == device_base ? static_cast<ptrdiff_t>(*it) : -1;
+  const auto it = std::find(device_bases_.begin(), device_bases_.end(), device_base);
+  return it == device_bases_.end() ? -1 : it - device_bases_.begin();
+}
+
+void HostAddresses::append(const void* device_base) {
+  device_bases_.push_back(device_base);
+  if (device_bases_.size() == kLinearSearch + 1) {
+    for (size_t slot = 0; slot < device_bases_.size(); ++slot) {
+      slots_.emplace(device_bases_[slot], slot);  // the first slot of a repeated base
+    }
+  } else if (!slots_.empty()) {
+    slots_.emplace(device_base, device_bases_.size() - 1);
+  }
 }
 
 const c10::StorageImpl* HostAddresses::storage_of(const at::TensorBase& device_tensor) const {
@@ -56,33 +58,11 @@ void HostAddresses::open_storages(c10::ArrayRef<const at::TensorBase*> device_te
   // The storages not open yet are appended, each once, then opened together.
   const size_t open = device_bases_.size();
   c10::SmallVector<size_t, 4> sizes;
-  if (sorted_slots_.empty() && open + device_tensors.size() <= kLinearSearch) {
-    // A kernel's few operands: find() scans the ones just appended too.
-    for (const at::TensorBase* device_tensor : device_tensors) {
-      const c10::StorageImpl* storage = storage_of(*device_tensor);
-      const void* base = storage->data();
-      if (base != nullptr && find(base) < 0) {
-        device_bases_.push_back(base);
-        sizes.push_back(storage->nbytes());
-      }
-    }
-  } else {
-    // Many (a foreach call's lists): sorted, to drop the repeated ones.
-    c10::SmallVector<std::pair<const void*, size_t>, 4> pending;  // device base, bytes
-    for (const at::TensorBase* device_tensor : device_tensors) {
-      const c10::StorageImpl* storage = storage_of(*device_tensor);
-      const void* base = storage->data();
-      if (base != nullptr && find(base) < 0) {
-        pending.emplace_back(base, storage->nbytes());
-      }
-    }
-    std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return address_less(a.first, b.first); });
-    pending.erase(
-        std::unique(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-        pending.end());
-    for (const auto& [base, nbytes] : pending) {
-      device_bases_.push_back(base);
-      sizes.push_back(nbytes);
+  for (const at::TensorBase* device_tensor : device_tensors) {
+    const c10::StorageImpl* storage = storage_of(*device_tensor);
+    if (storage->data() != nullptr && find(storage->data()) < 0) {
+      append(storage->data());
+      sizes.push_back(storage->nbytes());
     }
   }
   begin(open, sizes.data(), sizes.size());
@@ -100,22 +80,12 @@ void HostAddresses::begin(size_t open, const size_t* sizes, size_t count) {
       count, device_bases_.data() + open, sizes, reinterpret_cast<void**>(host_bases_.data() + open));
   if (opened != orSuccess) {
     // All or nothing: none was opened, and the destructor must not end them.
+    for (size_t slot = open; slot < device_bases_.size(); ++slot) {
+      slots_.erase(device_bases_[slot]);
+    }
     device_bases_.resize(open);
     host_bases_.resize(open);
     OPENREG_CHECK(opened);
-  }
-  if (device_bases_.size() > kLinearSearch) {
-    const auto by_address = [&](uint32_t a, uint32_t b) { return address_less(device_bases_[a], device_bases_[b]); };
-    if (sorted_slots_.empty()) {
-      for (uint32_t slot = 0; slot < device_bases_.size(); ++slot) {
-        sorted_slots_.push_back(slot);
-      }
-      std::sort(sorted_slots_.begin(), sorted_slots_.end(), by_address);
-    } else {
-      for (uint32_t slot = open; slot < device_bases_.size(); ++slot) {
-        sorted_slots_.insert(std::upper_bound(sorted_slots_.begin(), sorted_slots_.end(), slot, by_address), slot);
-      }
-    }
   }
 }
 
@@ -151,7 +121,7 @@ void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensor
       const c10::StorageImpl* storage = storage_of(*device_tensor);
       if (storage->data() != nullptr) {
         const c10::TensorImpl* impl = device_tensor->unsafeGetTensorImpl();
-        device_bases_.push_back(storage->data());
+        append(storage->data());
         sizes[count] = storage->nbytes();
         offsets[count++] = impl->storage_offset() * impl->itemsize();
       }
@@ -171,7 +141,8 @@ void HostAddresses::addresses(c10::ArrayRef<const at::TensorBase*> device_tensor
     const ptrdiff_t slot = base != nullptr ? find(base) : -1;
     host[i] = slot < 0  // no bytes
         ? nullptr
-        : host_bases_[slot] + (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
+        : host_bases_[slot] +
+            (static_cast<const char*>(device_tensor.const_data_ptr()) - static_cast<const char*>(base));
   }
 }
 
@@ -193,4 +164,4 @@ void HostAddresses::open(c10::ArrayRef<at::TensorList> lists) {
   open_storages(device_tensors);
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

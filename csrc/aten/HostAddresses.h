@@ -6,6 +6,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 
 #include "aten/KernelLaunch.h"
 
@@ -58,6 +59,8 @@ class HostAddresses {
   void begin(size_t open, const size_t* sizes, size_t count);
   // The slot of an open storage, by device base address; -1 if not open.
   ptrdiff_t find(const void* device_base) const;
+  // Appends a storage to open, and to the index once there is one.
+  void append(const void* device_base);
 
   c10::Device device_;
   std::string_view op_name_;
@@ -68,9 +71,9 @@ class HostAddresses {
   c10::SmallVector<const void*, 4> device_bases_;
   c10::SmallVector<char*, 4> host_bases_;
   // Once more than a few are open (a foreach kernel holds hundreds), their
-  // slots sorted by device address, for find(); a kernel's few operands are
-  // searched linearly.
-  c10::SmallVector<uint32_t, 4> sorted_slots_;
+  // slots by device address, for find(); a kernel's few operands are searched
+  // linearly.
+  ska::flat_hash_map<const void*, size_t> slots_;
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

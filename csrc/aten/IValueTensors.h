@@ -49,4 +49,4 @@ c10::IValue map_tensors(const c10::IValue& value, Fn&& fn) {
   return value;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -19,4 +19,4 @@ KernelLaunch::~KernelLaunch() {
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

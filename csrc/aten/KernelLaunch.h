@@ -27,4 +27,4 @@ class KernelLaunch {
   orKernelActivity_t activity_ = nullptr;
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -18,12 +18,8 @@ namespace at::openreg {
 namespace {
 
 at::Tensor max_pool1d(
-    const at::Tensor& self,
-    at::IntArrayRef kernel_size,
-    at::IntArrayRef stride,
-    at::IntArrayRef padding,
-    at::IntArrayRef dilation,
-    bool ceil_mode) {
+    const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, bool ceil_mode) {
   if ((at::GradMode::is_enabled() && self.requires_grad()) || self._fw_grad(/*level=*/0).defined()) {
     // ATen's composite itself: its argument checks and messages, then
     // max_pool1d_with_indices, the path it takes off the CPU.
@@ -35,7 +31,7 @@ at::Tensor max_pool1d(
   return views.to_device(at::max_pool1d(views.alias(self), kernel_size, stride, padding, dilation, ceil_mode));
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool1d", TORCH_FN(max_pool1d));
@@ -45,4 +41,4 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("max_pool1d", TORCH_FN(max_pool1d));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

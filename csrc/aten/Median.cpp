@@ -37,11 +37,11 @@ void median_dim_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   host_fallback(op, stack);
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median.dim_values", torch::CppFunction::makeFromBoxedFunction<&median_dim_on_host>());
   m.impl("nanmedian.dim_values", torch::CppFunction::makeFromBoxedFunction<&median_dim_on_host>());
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

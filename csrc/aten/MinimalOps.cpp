@@ -13,7 +13,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from native_functions.yaml
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
@@ -29,10 +29,7 @@ constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
 void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
   const c10::Layout l = c10::layout_or_default(layout);
   TORCH_CHECK_NOT_IMPLEMENTED(
-      l == c10::kStrided,
-      "openreg supports only torch.strided tensors, but layout ",
-      l,
-      " was requested");
+      l == c10::kStrided, "openreg supports only torch.strided tensors, but layout ", l, " was requested");
   TORCH_CHECK(
       !c10::pinned_memory_or_default(pin_memory),
       "Only dense CPU tensors can be pinned: pin_memory=True was passed for an openreg tensor, "
@@ -40,31 +37,19 @@ void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool
 }
 
 at::Tensor empty_memory_format(
-    c10::IntArrayRef size,
-    std::optional<c10::ScalarType> dtype,
-    std::optional<c10::Layout> layout,
-    std::optional<c10::Device> device,
-    std::optional<bool> pin_memory,
-    std::optional<c10::MemoryFormat> memory_format) {
+    c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+    std::optional<c10::Device> device, std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   check_factory_options(layout, pin_memory);
   // Out-of-tree kernels get no generated device guard: allocate on the
   // requested device ourselves (an index-less device means the current one).
   c10::openreg::OptionalOpenRegGuard guard(device);
   return at::detail::empty_generic(
-      size,
-      c10::openreg::getDeviceAllocator(),
-      kDeviceKeys,
-      c10::dtype_or_default(dtype),
-      memory_format);
+      size, c10::openreg::getDeviceAllocator(), kDeviceKeys, c10::dtype_or_default(dtype), memory_format);
 }
 
 at::Tensor empty_strided(
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride,
-    std::optional<c10::ScalarType> dtype,
-    std::optional<c10::Layout> layout,
-    std::optional<c10::Device> device,
-    std::optional<bool> pin_memory) {
+    c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+    std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
   c10::openreg::OptionalOpenRegGuard guard(device);
   return at::detail::empty_strided_generic(
@@ -96,36 +81,26 @@ void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntAr
   }
 }
 
-} // namespace
+}  // namespace
 
 // The kernels gen_backend_stubs registers (csrc/aten/native_functions.yaml).
 
 const at::Tensor& OpenRegNativeFunctions::resize_(
-    const at::Tensor& self,
-    c10::IntArrayRef size,
-    std::optional<c10::MemoryFormat> memory_format) {
+    const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   resize_impl(impl, size, std::nullopt);
   if (memory_format) {
-    TORCH_CHECK(
-        *memory_format != c10::MemoryFormat::Preserve,
-        "Unsupported memory format ",
-        *memory_format);
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     impl->empty_tensor_restride(*memory_format);
   }
   return self;
 }
 
 at::Tensor& OpenRegNativeFunctions::set_(
-    at::Tensor& self,
-    c10::Storage source,
-    int64_t storage_offset,
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride) {
+    at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size, c10::IntArrayRef stride) {
   at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
   self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
-  const at::OptionalIntArrayRef stride_opt =
-      stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
+  const at::OptionalIntArrayRef stride_opt = stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
   resize_impl(self.unsafeGetTensorImpl(), size, stride_opt);
   return self;
 }
@@ -143,10 +118,7 @@ at::Tensor& OpenRegNativeFunctions::set_(at::Tensor& self, const at::Tensor& sou
 }
 
 at::Tensor OpenRegNativeFunctions::as_strided(
-    const at::Tensor& self,
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride,
-    std::optional<int64_t> storage_offset) {
+    const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
@@ -155,9 +127,7 @@ at::Tensor OpenRegNativeFunctions::view(const at::Tensor& self, c10::IntArrayRef
 }
 
 at::Tensor OpenRegNativeFunctions::_reshape_alias(
-    const at::Tensor& self,
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride) {
+    const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
 }
 
@@ -167,8 +137,8 @@ at::Tensor OpenRegNativeFunctions::_reshape_alias(
 // read itself.
 at::Scalar OpenRegNativeFunctions::_local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(
-      self.numel() > 0,
-      "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(), " has no value to read");
+      self.numel() > 0, "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(),
+      " has no value to read");
   c10::openreg::check_tensor_in_storage(self, "aten::_local_scalar_dense");
   c10::openreg::warn_or_error_on_sync("aten::_local_scalar_dense (item())");
   // No device guard: the stream names its device, and so does the pointer.
@@ -180,20 +150,13 @@ at::Scalar OpenRegNativeFunctions::_local_scalar_dense(const at::Tensor& self) {
   at::Scalar result;
   // The CPU kernel's type list, so the same dtypes are accepted.
   AT_DISPATCH_V2(
-      self.scalar_type(),
-      "_local_scalar_dense_openreg",
-      AT_WRAP([&] {
+      self.scalar_type(), "_local_scalar_dense_openreg", AT_WRAP([&] {
         scalar_t value;
         std::memcpy(&value, bytes, sizeof(scalar_t));
         result = at::Scalar(value);
       }),
-      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX),
-      c10::kComplexHalf,
-      c10::kHalf,
-      c10::kBool,
-      c10::kBFloat16,
-      AT_EXPAND(AT_FLOAT8_TYPES),
-      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kComplexHalf, c10::kHalf, c10::kBool, c10::kBFloat16,
+      AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   return result;
 }
 
@@ -205,4 +168,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", TORCH_FN(empty_strided));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

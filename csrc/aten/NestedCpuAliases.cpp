@@ -8,6 +8,7 @@
 // strided result does.
 #include <ATen/NestedTensorImpl.h>
 
+#include "aten/CpuAliases.h"
 
 namespace at::openreg {
 namespace {
@@ -26,7 +27,7 @@ at::Tensor nested_over(const at::Tensor& buffer, const at::native::NestedTensorI
       buffer, like.get_nested_sizes(), like.get_nested_strides(), like.get_storage_offsets());
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor CpuAliases::alias_nested(const at::Tensor& device_nested) {
   const at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(device_nested);
@@ -41,4 +42,4 @@ at::Tensor CpuAliases::nested_to_device(const at::Tensor& host_nested) {
   return nested_over(whole_storage(storage, c10::DispatchKey::PrivateUse1, impl->dtype()), *impl);
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

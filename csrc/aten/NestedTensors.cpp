@@ -20,7 +20,7 @@ void nested_host_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
   run_on_host(op, stack, c10::DispatchKey::NestedTensorPrivateUse1);
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_host_fallback>());
@@ -32,8 +32,8 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   // any backend fallback; those composites assume strided sizes and fail on a
   // nested tensor ("NestedTensorImpl doesn't support sizes"). Found by
   // comparing the two dispatch table rows of every operator.
-  for (const char* name : {"linear", "matmul", "matmul.out", "chunk", "narrow", "silu_backward",
-                           "value_selecting_reduction_backward"}) {
+  for (const char* name :
+       {"linear", "matmul", "matmul.out", "chunk", "narrow", "silu_backward", "value_selecting_reduction_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&nested_host_fallback>());
   }
   // Operators that may cross devices use PyTorch's device-generic nested
@@ -45,4 +45,4 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("copy_", TORCH_FN(at::native::copy_nested_));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -12,8 +12,7 @@ namespace {
 
 bool is_optional_generator(const c10::Argument& argument) {
   const c10::TypePtr& type = argument.type();
-  return type->kind() == c10::TypeKind::OptionalType &&
-      type->containedType(0)->kind() == c10::TypeKind::GeneratorType;
+  return type->kind() == c10::TypeKind::OptionalType && type->containedType(0)->kind() == c10::TypeKind::GeneratorType;
 }
 
 // The operators whose result size depends on the input's values.
@@ -46,16 +45,19 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   }
   policy.counter = counter_for(policy.name);
   // "Computed": an entry may also come from a composite registration.
-  policy.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
-  policy.has_sparse_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::SparseCPU);
-  policy.has_sparse_csr_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU);
-  policy.has_nested_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU);
-  policy.has_quantized_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::QuantizedCPU);
+  for (const c10::DispatchKey key :
+       {c10::DispatchKey::CPU, c10::DispatchKey::SparseCPU, c10::DispatchKey::SparseCsrCPU,
+        c10::DispatchKey::NestedTensorCPU, c10::DispatchKey::QuantizedCPU}) {
+    if (op.hasComputedKernelForDispatchKey(key)) {
+      policy.host_kernels = policy.host_kernels.add(key);
+    }
+  }
   policy.synchronizes = reads_values_for_size(schema.operator_name().name);
   policy.is_collective = schema.operator_name().name.rfind("c10d::", 0) == 0;
   policy.writes_arguments = schema.is_mutable();
   policy.allocates_only_results =
-      (op.hasTag(at::Tag::pointwise) || allocates_only_results(schema.operator_name().name)) && !policy.writes_arguments;
+      (op.hasTag(at::Tag::pointwise) || allocates_only_results(schema.operator_name().name)) &&
+      !policy.writes_arguments;
   const bool cpu_indices = takes_cpu_indices(schema.operator_name().name);
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -71,7 +73,7 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
   return policy;
 }
 
-} // namespace
+}  // namespace
 
 const OperatorPolicy& policy_for(const c10::OperatorHandle& op) {
   // Keyed by the schema, which lives as long as the operator's registration.
@@ -84,4 +86,4 @@ const OperatorPolicy& policy_for(const c10::OperatorHandle& op) {
   return it->second;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

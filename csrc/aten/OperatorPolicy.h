@@ -2,11 +2,12 @@
 
 #include <string>
 
+#include <c10/core/DispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 
 namespace c10 {
 class OperatorHandle;
-} // namespace c10
+}  // namespace c10
 
 namespace at::openreg {
 
@@ -20,12 +21,9 @@ struct OperatorPolicy {
   // "aten::add.Tensor": the name every error and fallback_stats() use.
   std::string name;
   FallbackCounter* counter = nullptr;
-  // Whether PyTorch has a kernel (or a composite) for each host key.
-  bool has_cpu_kernel = false;
-  bool has_sparse_cpu_kernel = false;
-  bool has_sparse_csr_cpu_kernel = false;
-  bool has_nested_cpu_kernel = false;
-  bool has_quantized_cpu_kernel = false;
+  // The host keys (CPU, SparseCPU, SparseCsrCPU, NestedTensorCPU,
+  // QuantizedCPU) for which PyTorch has a kernel or a composite.
+  c10::DispatchKeySet host_kernels;
   // Index of an argument that may hold CPU tensors, as CUDA allows for the
   // indices of advanced indexing; -1 if none.
   int cpu_indices_argument = -1;
@@ -54,4 +52,4 @@ struct OperatorPolicy {
 // The policy of `op`, cached per thread (lookups take no lock).
 const OperatorPolicy& policy_for(const c10::OperatorHandle& op);
 
-} // namespace at::openreg
+}  // namespace at::openreg

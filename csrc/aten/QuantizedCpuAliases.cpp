@@ -7,6 +7,7 @@
 // kernel gets device tensors again.
 #include <ATen/quantized/QTensorImpl.h>
 
+#include "aten/CpuAliases.h"
 #include "aten/QuantizedTensors.h"
 
 namespace at::openreg {
@@ -17,8 +18,8 @@ at::QuantizerPtr CpuAliases::host_quantizer_for(const at::QuantizerPtr& device_q
       return pair.host;
     }
   }
-  at::QuantizerPtr host = map_channel_params(
-      device_quantizer, [&](const at::Tensor& t) { return t.is_privateuseone() ? alias(t) : t; });
+  at::QuantizerPtr host =
+      map_channel_params(device_quantizer, [&](const at::Tensor& t) { return t.is_privateuseone() ? alias(t) : t; });
   quantizers_.push_back({device_quantizer, host});
   return host;
 }
@@ -37,10 +38,8 @@ at::QuantizerPtr CpuAliases::device_quantizer_for(const at::QuantizerPtr& host_q
 at::Tensor CpuAliases::alias_quantized(const at::Tensor& device_quantized) {
   at::QuantizerPtr quantizer = host_quantizer_for(at::get_qtensorimpl(device_quantized)->quantizer());
   at::Tensor host = at::detail::make_tensor<at::QTensorImpl>(
-      host_storage_for(device_quantized.storage()),
-      c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU),
-      device_quantized.dtype(),
-      quantizer);
+      host_storage_for(device_quantized.storage()), c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU),
+      device_quantized.dtype(), quantizer);
   c10::TensorImpl* host_impl = host.unsafeGetTensorImpl();
   host_impl->set_sizes_and_strides(
       device_quantized.sizes(), device_quantized.strides(), device_quantized.storage_offset());
@@ -65,12 +64,10 @@ at::Tensor CpuAliases::quantized_to_device(const at::Tensor& host_quantized) {
   at::QuantizerPtr quantizer = device_quantizer_for(at::get_qtensorimpl(host_quantized)->quantizer());
   at::Tensor result = at::detail::make_tensor<at::QTensorImpl>(
       c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(device_storage_for(host_quantized.storage()))),
-      c10::DispatchKeySet(c10::DispatchKey::QuantizedPrivateUse1),
-      host_quantized.dtype(),
-      std::move(quantizer));
+      c10::DispatchKeySet(c10::DispatchKey::QuantizedPrivateUse1), host_quantized.dtype(), std::move(quantizer));
   result.unsafeGetTensorImpl()->set_sizes_and_strides(
       host_quantized.sizes(), host_quantized.strides(), host_quantized.storage_offset());
   return result;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

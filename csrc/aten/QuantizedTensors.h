@@ -34,4 +34,4 @@ at::QuantizerPtr map_channel_params(const at::QuantizerPtr& quantizer, Map&& map
       per_channel->scalar_type(), std::move(scales), std::move(zero_points), per_channel->axis());
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

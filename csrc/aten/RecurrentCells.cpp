@@ -18,11 +18,8 @@ namespace {
 
 // Input and hidden gate pre-activations on the host, biases added if given.
 std::pair<at::Tensor, at::Tensor> host_gates(
-    CpuAliases& views,
-    const at::Tensor& input_gates,
-    const at::Tensor& hidden_gates,
-    const std::optional<at::Tensor>& input_bias,
-    const std::optional<at::Tensor>& hidden_bias) {
+    CpuAliases& views, const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
   at::Tensor igates = views.alias(input_gates);
   at::Tensor hgates = views.alias(hidden_gates);
   if (input_bias.has_value() && input_bias->defined()) {
@@ -36,11 +33,8 @@ std::pair<at::Tensor, at::Tensor> host_gates(
 
 // workspace = [input, forget, cell, output] gates after activation.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
-    const at::Tensor& input_gates,
-    const at::Tensor& hidden_gates,
-    const at::Tensor& cx,
-    const std::optional<at::Tensor>& input_bias,
-    const std::optional<at::Tensor>& hidden_bias) {
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
   const DeviceCall call("aten::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx, input_bias, hidden_bias);
   CpuAliases views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
@@ -56,12 +50,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
-    const std::optional<at::Tensor>& grad_hy,
-    const std::optional<at::Tensor>& grad_cy,
-    const at::Tensor& cx,
-    const at::Tensor& cy,
-    const at::Tensor& workspace,
-    bool has_bias) {
+    const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
+    const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
   const DeviceCall call("aten::_thnn_fused_lstm_cell_backward_impl", grad_hy, grad_cy, cx, cy, workspace);
   CpuAliases views(call);
   const auto gates = views.alias(workspace).chunk(4, 1);
@@ -93,11 +83,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
 
 // workspace = [reset, update, new gates, hx, hidden part of the new gate].
 std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
-    const at::Tensor& input_gates,
-    const at::Tensor& hidden_gates,
-    const at::Tensor& hx,
-    const std::optional<at::Tensor>& input_bias,
-    const std::optional<at::Tensor>& hidden_bias) {
+    const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& hx,
+    const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
   const DeviceCall call("aten::_thnn_fused_gru_cell", input_gates, hidden_gates, hx, input_bias, hidden_bias);
   CpuAliases views(call);
   auto [igates, hgates] = host_gates(views, input_gates, hidden_gates, input_bias, hidden_bias);
@@ -113,9 +100,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward(
-    const at::Tensor& grad_hy,
-    const at::Tensor& workspace,
-    bool has_bias) {
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
   const DeviceCall call("aten::_thnn_fused_gru_cell_backward", grad_hy, workspace);
   CpuAliases views(call);
   const auto parts = views.alias(workspace).chunk(5, 1);
@@ -134,12 +119,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
   const at::Tensor grad_hidden_gates = at::cat({grad_reset, grad_update, grad_new * reset}, 1);
   const at::Tensor grad_input_bias = has_bias ? grad_input_gates.sum(0) : at::Tensor();
   const at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
-  return {views.to_device(grad_input_gates), views.to_device(grad_hidden_gates),
-          views.to_device(grad_hx), views.to_device(grad_input_bias),
-          views.to_device(grad_hidden_bias)};
+  return {
+      views.to_device(grad_input_gates), views.to_device(grad_hidden_gates), views.to_device(grad_hx),
+      views.to_device(grad_input_bias), views.to_device(grad_hidden_bias)};
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
@@ -148,4 +133,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -85,7 +85,7 @@ void AddressedAccesses::close(void* host) noexcept {
   (void)addressed_accesses().close_if_known(host);
 }
 
-} // namespace
+}  // namespace
 
 void end_accesses(size_t count, const void* const* device_ptrs) noexcept {
   if (count > 0 && orMemAccessEndBatch(count, device_ptrs) != orSuccess) {
@@ -104,10 +104,7 @@ void close_pooled_host_access(void* context) {
 }
 
 c10::DataPtr open_host_access(
-    const void* device_ptr,
-    size_t nbytes,
-    c10::DataPtr owned,
-    c10::intrusive_ptr<c10::StorageImpl> keep_alive) {
+    const void* device_ptr, size_t nbytes, c10::DataPtr owned, c10::intrusive_ptr<c10::StorageImpl> keep_alive) {
   if (device_ptr == nullptr) {
     TORCH_CHECK(nbytes == 0, "openreg: storage of ", nbytes, " bytes has no device memory");
     return c10::DataPtr(nullptr, c10::Device(c10::kCPU));
@@ -146,4 +143,4 @@ ScopedHostAccess* owning_host_access(const c10::DataPtr& data) {
   return access != nullptr && access->owned ? access : nullptr;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

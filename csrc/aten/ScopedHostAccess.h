@@ -29,10 +29,7 @@ void close_pooled_host_access(void* context);
 // A host view of `nbytes` of device memory at `device_ptr` (null for a
 // storage without bytes).
 c10::DataPtr open_host_access(
-    const void* device_ptr,
-    size_t nbytes,
-    c10::DataPtr owned,
-    c10::intrusive_ptr<c10::StorageImpl> keep_alive);
+    const void* device_ptr, size_t nbytes, c10::DataPtr owned, c10::intrusive_ptr<c10::StorageImpl> keep_alive);
 
 // The same host view with its host address as context, as raw_allocate()
 // requires of the DataPtrs it releases (oneDNN takes its buffers that way):
@@ -57,4 +54,4 @@ ScopedHostAccess* release_host_access(c10::DataPtr& data);
 // a failure is reported on stderr.
 void end_accesses(size_t count, const void* const* device_ptrs) noexcept;
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -58,7 +58,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
       (is_sparse_compressed(a) && is_sparse_compressed(b));
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
@@ -68,4 +68,4 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -14,6 +14,7 @@
 #include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/SparseTensorImpl.h>
 
+#include "aten/CpuAliases.h"
 #include "runtime/OpenRegGuard.h"
 
 namespace at::openreg {
@@ -39,11 +40,7 @@ bool same(const at::Tensor& a, const at::Tensor& b) {
 // A COO tensor holding exactly these components (no shallow copies, unlike
 // _sparse_coo_tensor_unsafe): CpuAliases tracks the alias tensors themselves, so
 // what a kernel does to a component of the CPU tensor is seen on the device.
-at::Tensor make_coo(
-    c10::DispatchKey key,
-    const at::Tensor& like,
-    const at::Tensor& indices,
-    const at::Tensor& values) {
+at::Tensor make_coo(c10::DispatchKey key, const at::Tensor& like, const at::Tensor& indices, const at::Tensor& values) {
   at::Tensor t = at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), like.dtype());
   at::SparseTensorImpl* impl = coo_impl(t);
   const at::SparseTensorImpl* like_impl = coo_impl(like);
@@ -55,19 +52,15 @@ at::Tensor make_coo(
 }
 
 at::Tensor make_compressed(
-    c10::DispatchKey key,
-    c10::Device device,
-    const at::Tensor& like,
-    const at::Tensor& compressed_indices,
-    const at::Tensor& plain_indices,
-    const at::Tensor& values) {
-  at::Tensor t = at::detail::make_tensor<at::SparseCsrTensorImpl>(
-      c10::DispatchKeySet(key), device, like.layout(), like.dtype());
+    c10::DispatchKey key, c10::Device device, const at::Tensor& like, const at::Tensor& compressed_indices,
+    const at::Tensor& plain_indices, const at::Tensor& values) {
+  at::Tensor t =
+      at::detail::make_tensor<at::SparseCsrTensorImpl>(c10::DispatchKeySet(key), device, like.layout(), like.dtype());
   compressed_impl(t)->set_member_tensors(compressed_indices, plain_indices, values, like.sizes());
   return t;
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor CpuAliases::alias_sparse(const at::Tensor& device_sparse) {
   for (const SparseEntry& entry : sparse_) {
@@ -86,8 +79,8 @@ at::Tensor CpuAliases::alias_sparse(const at::Tensor& device_sparse) {
     entry.device_components = {impl->compressed_indices(), impl->plain_indices(), impl->values()};
     entry.components = {alias(impl->compressed_indices()), alias(impl->plain_indices()), alias(impl->values())};
     entry.host = make_compressed(
-        c10::DispatchKey::SparseCsrCPU, c10::Device(c10::kCPU), device_sparse,
-        entry.components[0], entry.components[1], entry.components[2]);
+        c10::DispatchKey::SparseCsrCPU, c10::Device(c10::kCPU), device_sparse, entry.components[0], entry.components[1],
+        entry.components[2]);
   }
   sparse_.push_back(entry);
   return entry.host;
@@ -137,20 +130,13 @@ at::Tensor CpuAliases::sparse_to_device(const at::Tensor& host_sparse) {
     const at::SparseCsrTensorImpl* impl = compressed_impl(host_sparse);
     const at::Tensor values = to_device(impl->values());
     return make_compressed(
-        c10::DispatchKey::SparseCsrPrivateUse1,
-        values.device(),
-        host_sparse,
-        to_device(impl->compressed_indices()),
-        to_device(impl->plain_indices()),
-        values);
+        c10::DispatchKey::SparseCsrPrivateUse1, values.device(), host_sparse, to_device(impl->compressed_indices()),
+        to_device(impl->plain_indices()), values);
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false,
-      op_name_,
-      " produced a tensor with layout ",
-      layout,
+      false, op_name_, " produced a tensor with layout ", layout,
       " on the CPU, which the openreg device cannot hold: openreg supports torch.strided, torch.sparse_coo, "
       "torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr and torch.sparse_bsc tensors");
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -17,7 +17,7 @@ void sparse_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
   run_on_host(op, stack, keys.highestPriorityTypeId());
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
@@ -41,28 +41,77 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
 // is_pinned and _pin_memory keep their composites, which treat every non-CPU
 // tensor as unpinnable, as for CUDA.
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
-  for (const char* op : {"abs", "abs_", "deg2rad", "deg2rad_", "deg2rad.out", "isinf", "mv", "nan_to_num",
-                         "nan_to_num_", "permute", "rad2deg", "rad2deg_", "rad2deg.out", "sum", "unsqueeze"}) {
+  for (const char* op :
+       {"abs", "abs_", "deg2rad", "deg2rad_", "deg2rad.out", "isinf", "mv", "nan_to_num", "nan_to_num_", "permute",
+        "rad2deg", "rad2deg_", "rad2deg.out", "sum", "unsqueeze"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
   }
 }
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   // CompositeExplicitAutograd.
-  for (const char* op : {"abs", "abs_", "_conj_physical", "conj_physical_", "deg2rad", "deg2rad_", "deg2rad.out",
-                         "isinf", "mul.Scalar", "mul_.Scalar", "rad2deg", "rad2deg_", "rad2deg.out", "select.int",
-                         "select_copy.int", "sum"}) {
+  for (const char* op :
+       {"abs", "abs_", "_conj_physical", "conj_physical_", "deg2rad", "deg2rad_", "deg2rad.out", "isinf", "mul.Scalar",
+        "mul_.Scalar", "rad2deg", "rad2deg_", "rad2deg.out", "select.int", "select_copy.int", "sum"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
   }
   // Functional variants of structured operators.
-  for (const char* op : {"add.Tensor", "add_.Tensor", "addmm", "asin", "asin_", "asinh", "asinh_", "atan", "atan_",
-                         "atanh", "atanh_", "ceil", "ceil_", "erf", "erf_", "erfinv", "erfinv_", "expm1", "expm1_",
-                         "floor", "floor_", "frac", "frac_", "isneginf", "isposinf", "log1p", "log1p_", "mm",
-                         "mul.Tensor", "mul_.Tensor", "neg", "neg_", "round", "round_", "sgn", "sgn_", "sign",
-                         "sign_", "signbit", "sin", "sin_", "sinh", "sinh_", "sqrt", "sqrt_", "sum.dim_IntList",
-                         "tan", "tan_", "tanh", "tanh_", "threshold_backward", "trunc", "trunc_"}) {
+  for (const char* op :
+       {"add.Tensor",
+        "add_.Tensor",
+        "addmm",
+        "asin",
+        "asin_",
+        "asinh",
+        "asinh_",
+        "atan",
+        "atan_",
+        "atanh",
+        "atanh_",
+        "ceil",
+        "ceil_",
+        "erf",
+        "erf_",
+        "erfinv",
+        "erfinv_",
+        "expm1",
+        "expm1_",
+        "floor",
+        "floor_",
+        "frac",
+        "frac_",
+        "isneginf",
+        "isposinf",
+        "log1p",
+        "log1p_",
+        "mm",
+        "mul.Tensor",
+        "mul_.Tensor",
+        "neg",
+        "neg_",
+        "round",
+        "round_",
+        "sgn",
+        "sgn_",
+        "sign",
+        "sign_",
+        "signbit",
+        "sin",
+        "sin_",
+        "sinh",
+        "sinh_",
+        "sqrt",
+        "sqrt_",
+        "sum.dim_IntList",
+        "tan",
+        "tan_",
+        "tanh",
+        "tanh_",
+        "threshold_backward",
+        "trunc",
+        "trunc_"}) {
     m.impl(op, torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -81,7 +81,7 @@ struct OnArgumentDevice<fn> {
   }
 };
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(OnArgumentDevice<&at::native::empty_sparse>::call));
@@ -133,4 +133,4 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("row_indices", TORCH_FN(at::native::row_indices_sparse_csr));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

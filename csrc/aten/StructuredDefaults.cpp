@@ -45,14 +45,10 @@ namespace {
 // carry no `pointwise` tag (tests/test_composite_routing.py checks this list
 // against native_functions.yaml's TensorIterator operators).
 constexpr std::string_view untagged_iterator_operators[] = {
-    "aten::elu_backward",
-    "aten::glu",
-    "aten::hardshrink_backward",
-    "aten::hardsigmoid_backward",
-    "aten::leaky_relu_backward",
-    "aten::smooth_l1_loss",
-    "aten::softplus_backward",
-    "aten::softshrink_backward",
+    "aten::elu_backward",        "aten::glu",
+    "aten::hardshrink_backward", "aten::hardsigmoid_backward",
+    "aten::leaky_relu_backward", "aten::smooth_l1_loss",
+    "aten::softplus_backward",   "aten::softshrink_backward",
 };
 
 bool builds_iterator(const c10::OperatorHandle& op) {
@@ -78,7 +74,7 @@ void run_iterator_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stac
   run_on_host(op, stack, c10::DispatchKey::PrivateUse1, KernelAllocations::OnDevice);
 }
 
-} // namespace
+}  // namespace
 
 void route_structured_iterator_defaults() {
   replace_cpu_allocator();
@@ -95,4 +91,4 @@ void route_structured_iterator_defaults() {
   }
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

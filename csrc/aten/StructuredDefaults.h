@@ -9,4 +9,4 @@ namespace at::openreg {
 // registration of this library.
 void route_structured_iterator_defaults();
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -47,18 +47,12 @@ class StructuredKernel final : public Op::Native {
   }
 
   void set_output_strided(
-      int64_t index,
-      c10::IntArrayRef sizes,
-      c10::IntArrayRef strides,
-      c10::TensorOptions options) override {
+      int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) override {
     set_output_raw_strided(index, sizes, strides, options);
   }
 
   void set_output_raw_strided(
-      int64_t index,
-      c10::IntArrayRef sizes,
-      c10::IntArrayRef strides,
-      c10::TensorOptions options) override {
+      int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) override {
     if constexpr (!HostOutput && is_iterator) {
       // Decided here, once the inputs are known (the iterator sets its
       // outputs last); the output allocated next is in the common dtype.
@@ -68,9 +62,10 @@ class StructuredKernel final : public Op::Native {
         // the CPU does (see StubKernels.cpp): leave the caller's tensor
         // alone, and give the iterator an empty placeholder, not memory.
         if (!device_out_->defined()) {
-          device_out_ = c10::MaybeOwned<at::Tensor>::owned(at::detail::empty_generic(
-              {0}, c10::openreg::getDeviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-              options.dtype().toScalarType(), std::nullopt));
+          device_out_ = c10::MaybeOwned<at::Tensor>::owned(
+              at::detail::empty_generic(
+                  {0}, c10::openreg::getDeviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                  options.dtype().toScalarType(), std::nullopt));
         }
         Native::set_output_raw_strided(index, sizes, strides, options);
         return;
@@ -173,13 +168,10 @@ class StructuredKernel final : public Op::Native {
   // in-place): a dtype check and resize_output. Strides are advice, applied
   // only to a tensor that had to be resized anyway (as torchgen's code does).
   static void resize_out(
-      const at::Tensor& out,
-      c10::IntArrayRef sizes,
-      c10::IntArrayRef strides,
-      const c10::TensorOptions& options) {
+      const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides, const c10::TensorOptions& options) {
     TORCH_CHECK(
-        options.dtype() == out.dtype(),
-        "Expected out tensor to have dtype ", options.dtype(), ", but got ", out.dtype(), " instead");
+        options.dtype() == out.dtype(), "Expected out tensor to have dtype ", options.dtype(), ", but got ",
+        out.dtype(), " instead");
     if (at::native::resize_output(out, sizes)) {
       if (!strides.empty()) {
         out.as_strided_(sizes, strides);
@@ -209,4 +201,4 @@ class StructuredKernel final : public Op::Native {
   at::Tensor host_out_;  // the host views' output
 };
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -35,7 +35,8 @@ namespace {
 // One call of operator `Op`, checking its devices as CUDA does. `out` is the
 // out= tensor, `self` for in-place, undefined for functional.
 template <typename Op, typename... Rest>
-c10::MaybeOwned<at::Tensor> run(std::string_view name, const at::Tensor& out, const at::Tensor& self, const Rest&... rest) {
+c10::MaybeOwned<at::Tensor> run(
+    std::string_view name, const at::Tensor& out, const at::Tensor& self, const Rest&... rest) {
   const DeviceCall device_call(name, self, rest..., Written{out});
   HostAddresses addresses(device_call.device(), name);
   return run_stub<Op>(device_call, addresses, out, self, rest...);
@@ -66,7 +67,7 @@ struct Overloads<Op, void (MetaClass::*)(const at::Tensor&, Rest...)> {
   }
 };
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   Overloads<neg_op>::register_to(m);
@@ -90,4 +91,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   Overloads<lerp_tensor_op>::register_to(m);
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

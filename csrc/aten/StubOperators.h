@@ -36,13 +36,13 @@ namespace at::openreg {
 // otherwise the iterator's operands are labelled CPU ones and the CPU's
 // kernel of the stub runs) and the three overload names.
 #define OPENREG_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, DEVICE_STUB, FUNCTIONAL, IN_PLACE, OUT) \
-  struct NAME##_op {                                                                      \
-    using Native = at::native::NATIVE;                                                    \
-    static constexpr bool casts_outputs = CASTS_OUTPUTS;                                  \
-    static constexpr bool device_stub = DEVICE_STUB;                                      \
-    static constexpr const char* functional = FUNCTIONAL;                                 \
-    static constexpr const char* in_place = IN_PLACE;                                     \
-    static constexpr const char* out = OUT;                                               \
+  struct NAME##_op {                                                                          \
+    using Native = at::native::NATIVE;                                                        \
+    static constexpr bool casts_outputs = CASTS_OUTPUTS;                                      \
+    static constexpr bool device_stub = DEVICE_STUB;                                          \
+    static constexpr const char* functional = FUNCTIONAL;                                     \
+    static constexpr const char* in_place = IN_PLACE;                                         \
+    static constexpr const char* out = OUT;                                                   \
   };
 #define OPENREG_STUB_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, FUNCTIONAL, IN_PLACE, OUT) \
   OPENREG_OPERATOR(NAME, NATIVE, CASTS_OUTPUTS, false, FUNCTIONAL, IN_PLACE, OUT)
@@ -68,16 +68,16 @@ OPENREG_STUB_OPERATOR(eq, structured_eq_Tensor_out, false, "aten::eq.Tensor", "a
 // parameter per step, where the boxed fallback's fixed cost dominated.
 OPENREG_STUB_OPERATOR(addcmul, structured_addcmul_out, true, "aten::addcmul", "aten::addcmul_", "aten::addcmul.out")
 OPENREG_STUB_OPERATOR(addcdiv, structured_addcdiv_out, true, "aten::addcdiv", "aten::addcdiv_", "aten::addcdiv.out")
-OPENREG_STUB_OPERATOR(lerp_scalar, structured_lerp_Scalar, true, "aten::lerp.Scalar", "aten::lerp_.Scalar",
-                      "aten::lerp.Scalar_out")
-OPENREG_STUB_OPERATOR(lerp_tensor, structured_lerp_Tensor, true, "aten::lerp.Tensor", "aten::lerp_.Tensor",
-                      "aten::lerp.Tensor_out")
+OPENREG_STUB_OPERATOR(
+    lerp_scalar, structured_lerp_Scalar, true, "aten::lerp.Scalar", "aten::lerp_.Scalar", "aten::lerp.Scalar_out")
+OPENREG_STUB_OPERATOR(
+    lerp_tensor, structured_lerp_Tensor, true, "aten::lerp.Tensor", "aten::lerp_.Tensor", "aten::lerp.Tensor_out")
 // Operators whose stub openreg fills (DeviceStubKernels.cpp): a binary one
 // with a scalar operand and an activation.
-OPENREG_OPERATOR(clamp_min, structured_clamp_min_out, true, true, "aten::clamp_min", "aten::clamp_min_",
-                 "aten::clamp_min.out")
-OPENREG_OPERATOR(leaky_relu, structured_leaky_relu_out, true, true, "aten::leaky_relu", "aten::leaky_relu_",
-                 "aten::leaky_relu.out")
+OPENREG_OPERATOR(
+    clamp_min, structured_clamp_min_out, true, true, "aten::clamp_min", "aten::clamp_min_", "aten::clamp_min.out")
+OPENREG_OPERATOR(
+    leaky_relu, structured_leaky_relu_out, true, true, "aten::leaky_relu", "aten::leaky_relu_", "aten::leaky_relu.out")
 #undef OPENREG_UNARY_OPERATOR
 #undef OPENREG_STUB_OPERATOR
 #undef OPENREG_OPERATOR
@@ -89,10 +89,7 @@ OPENREG_OPERATOR(leaky_relu, structured_leaky_relu_out, true, true, "aten::leaky
 // host path closes them first (CpuAliases launches and opens on its own).
 template <typename Op, typename... Rest>
 c10::MaybeOwned<at::Tensor> run_stub(
-    const DeviceCall& call,
-    HostAddresses& addresses,
-    const at::Tensor& out,
-    const at::Tensor& self,
+    const DeviceCall& call, HostAddresses& addresses, const at::Tensor& out, const at::Tensor& self,
     const Rest&... rest) {
   StructuredKernel<Op, /*HostOutput=*/false> direct(out);
   direct.meta(self, rest...);
@@ -129,4 +126,4 @@ c10::MaybeOwned<at::Tensor> run_stub(
   return host.take_result();
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -6,7 +6,7 @@
 // output's dtype and the accumulation buffer are decided by impl() itself.
 #include <ATen/ops/sum_native.h>
 
-#include "PrivateUse1NativeFunctions.h" // generated from native_functions.yaml
+#include "PrivateUse1NativeFunctions.h"  // generated from native_functions.yaml
 #include "aten/CpuAliases.h"
 #include "aten/DeviceCall.h"
 #include "aten/StructuredKernel.h"
@@ -19,11 +19,7 @@ struct sum_op {
 };
 
 c10::MaybeOwned<at::Tensor> sum_on_host(
-    std::string_view name,
-    const at::Tensor& out,
-    const at::Tensor& self,
-    at::OptionalIntArrayRef dim,
-    bool keepdim,
+    std::string_view name, const at::Tensor& out, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
     std::optional<c10::ScalarType> dtype) {
   const DeviceCall call(name, self, Written{out});
   CpuAliases host_call(call);
@@ -35,7 +31,7 @@ c10::MaybeOwned<at::Tensor> sum_on_host(
   return kernel.take_result();
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor OpenRegNativeFunctions::sum(
     const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
@@ -43,13 +39,10 @@ at::Tensor OpenRegNativeFunctions::sum(
 }
 
 at::Tensor& OpenRegNativeFunctions::sum_out(
-    const at::Tensor& self,
-    at::OptionalIntArrayRef dim,
-    bool keepdim,
-    std::optional<c10::ScalarType> dtype,
+    const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype,
     at::Tensor& out) {
   sum_on_host("aten::sum.IntList_out", out, self, dim, keepdim, dtype);
   return out;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -42,10 +42,10 @@ class ScaledTanh : public torch::autograd::Function<ScaledTanh> {
   }
 };
 
-} // namespace
+}  // namespace
 
 at::Tensor scaled_tanh_autograd(const at::Tensor& self, double scale) {
   return ScaledTanh::apply(self, scale);
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

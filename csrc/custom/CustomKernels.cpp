@@ -23,18 +23,17 @@ void check_out(std::string_view op, const at::Tensor& self, const at::Tensor& ou
     device_mismatch(op, self.device(), out.device());
   }
   TORCH_CHECK(
-      out.scalar_type() == dtype,
-      op, ": expected out to have dtype ", dtype, " for self of dtype ", self.scalar_type(),
+      out.scalar_type() == dtype, op, ": expected out to have dtype ", dtype, " for self of dtype ", self.scalar_type(),
       ", but got ", out.scalar_type());
 }
 
 void check_floating(std::string_view op, const at::Tensor& self) {
   TORCH_CHECK(
-      at::isFloatingType(self.scalar_type()),
-      op, ": expected a floating-point tensor, but got ", self.scalar_type(), " on ", self.device());
+      at::isFloatingType(self.scalar_type()), op, ": expected a floating-point tensor, but got ", self.scalar_type(),
+      " on ", self.device());
 }
 
-} // namespace
+}  // namespace
 
 // CPU kernels.
 
@@ -97,4 +96,4 @@ at::Tensor& scaled_tanh_out_openreg(const at::Tensor& self, double scale, at::Te
   return out;
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

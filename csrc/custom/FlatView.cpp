@@ -18,11 +18,10 @@ at::Tensor flat_view(const at::Tensor& self) {
   // Symbolic sizes: the same code runs on the real tensors and while tracing.
   const c10::SymInt numel = self.sym_numel();
   TORCH_CHECK(
-      at::detail::computeStride(self.sym_sizes(), self.sym_strides(), c10::SymIntArrayRef(numel))
-          .has_value(),
-      "openreg::flat_view: a tensor of sizes ", self.sym_sizes(), " and strides ", self.sym_strides(),
-      " on ", self.device(), " has no one-dimensional view; reshape(-1) copies it instead");
+      at::detail::computeStride(self.sym_sizes(), self.sym_strides(), c10::SymIntArrayRef(numel)).has_value(),
+      "openreg::flat_view: a tensor of sizes ", self.sym_sizes(), " and strides ", self.sym_strides(), " on ",
+      self.device(), " has no one-dimensional view; reshape(-1) copies it instead");
   return self.view_symint(c10::SymIntArrayRef(numel));
 }
 
-} // namespace at::openreg
+}  // namespace at::openreg

@@ -39,7 +39,7 @@ int64_t fingerprint(const std::vector<int64_t>& words) {
   return static_cast<int64_t>(hash);
 }
 
-} // namespace
+}  // namespace
 
 CallSignature::CallSignature(const char* op, OpType type) : op_(op) {
   words_.push_back(static_cast<int64_t>(type));
@@ -71,7 +71,7 @@ void CallSignature::same_dtype(const at::Tensor& tensor) {
 void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device device) const {
   const int size = gloo.getSize();
   if (size == 1) {
-    return; // one rank: nothing to agree on
+    return;  // one rank: nothing to agree on
   }
   at::Tensor mine = at::zeros({kRecord}, at::kLong);
   int64_t* record = mine.data_ptr<int64_t>();
@@ -94,8 +94,8 @@ void CallSignature::agree(Backend& gloo, const PeerProcesses& peers, c10::Device
     std::string ranks;
     for (int r = 0; r < size; ++r) {
       const int64_t* record = records + r * kRecord;
-      ranks += c10::str(
-          r == 0 ? "" : ", ", "rank ", r, ": ", describe(record), record[2] ? " (refused on that rank)" : "");
+      ranks +=
+          c10::str(r == 0 ? "" : ", ", "rank ", r, ": ", describe(record), record[2] ? " (refused on that rank)" : "");
     }
     TORCH_CHECK_VALUE(
         false, ProcessGroupOpenReg::kName, " ", op_, " on rank ", gloo.getRank(),
@@ -137,4 +137,4 @@ std::string CallSignature::describe(const int64_t* record) const {
   return text.str();
 }
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -55,4 +55,4 @@ class CallSignature {
   bool refused_ = false;
 };
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

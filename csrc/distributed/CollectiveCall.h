@@ -82,9 +82,10 @@ class CollectiveCall {
         refuse(c10::str("only the root passes an ", what, " list"));
       }
     } else if (lists.size() != 1 || static_cast<int>(lists[0].size()) != pg_.getSize()) {
-      refuse(c10::str(
-          "the root's ", what, " list holds ", lists.empty() ? 0 : lists[0].size(),
-          " tensors; it must hold one per rank (", pg_.getSize(), ")"));
+      refuse(
+          c10::str(
+              "the root's ", what, " list holds ", lists.empty() ? 0 : lists[0].size(),
+              " tensors; it must hold one per rank (", pg_.getSize(), ")"));
     } else if (like.size() == 1) {
       equal_parts(lists[0], like[0], what);
     }
@@ -95,9 +96,10 @@ class CollectiveCall {
   CollectiveCall& equal_parts(const TensorList& tensors, const at::Tensor& like, const char* what) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (tensors[i].scalar_type() != like.scalar_type() || tensors[i].sizes() != like.sizes()) {
-        refuse(c10::str(
-            what, " ", i, " is ", tensors[i].scalar_type(), tensors[i].sizes(), ", not ", like.scalar_type(),
-            like.sizes(), ": every tensor of the list must have the same dtype and shape"));
+        refuse(
+            c10::str(
+                what, " ", i, " is ", tensors[i].scalar_type(), tensors[i].sizes(), ", not ", like.scalar_type(),
+                like.sizes(), ": every tensor of the list must have the same dtype and shape"));
       }
     }
     return *this;
@@ -148,13 +150,8 @@ class CollectiveCall {
   template <typename Issue>
   c10::intrusive_ptr<Work> launch(bool async_op, TensorList outputs, Issue issue) {
     auto work = make_work(std::move(outputs));
-    auto launch = [work,
-                   refusal = refusal_ ? refusal_error() : nullptr,
-                   signature = std::move(signature_),
-                   issue = std::move(issue),
-                   gloo = pg_.gloo_,
-                   peers = pg_.peers_,
-                   device = check_.device()]() mutable {
+    auto launch = [work, refusal = refusal_ ? refusal_error() : nullptr, signature = std::move(signature_),
+                   issue = std::move(issue), gloo = pg_.gloo_, peers = pg_.peers_, device = check_.device()]() mutable {
       try {
         signature.agree(*gloo, *peers, device);
         if (refusal) {
@@ -220,4 +217,4 @@ class CollectiveCall {
   std::optional<std::string> refusal_;
 };
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

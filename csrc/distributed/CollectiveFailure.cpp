@@ -37,7 +37,7 @@ bool running(pid_t pid) {
   return name_end == std::string::npos || (line[name_end + 2] != 'Z' && line[name_end + 2] != 'X');
 }
 
-} // namespace
+}  // namespace
 
 PeerProcesses::PeerProcesses(const c10::intrusive_ptr<Store>& store, int rank, int size) {
   const std::string host = host_name();
@@ -75,4 +75,4 @@ void rethrow_with(const std::string& context) {
   }
 }
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -37,4 +37,4 @@ class PeerProcesses {
 // DistBackendError, as torch.distributed reports backend failures.
 [[noreturn]] void rethrow_with(const std::string& context);
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -70,11 +70,11 @@ void CollectiveLauncher::run() {
     busy_ = true;
     lock.unlock();
     launch();
-    launch = nullptr; // releases what the launch held before the next one runs
+    launch = nullptr;  // releases what the launch held before the next one runs
     lock.lock();
     busy_ = false;
     changed_.notify_all();
   }
 }
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -54,4 +54,4 @@ class CollectiveLauncher {
   std::thread thread_;
 };
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -7,13 +7,8 @@
 namespace c10d::openreg {
 
 OpenRegWork::OpenRegWork(
-    int rank,
-    OpType type,
-    const char* op,
-    c10::Device device,
-    std::shared_ptr<const PeerProcesses> peers,
-    std::vector<at::Tensor> host_views,
-    std::vector<at::Tensor> outputs)
+    int rank, OpType type, const char* op, c10::Device device, std::shared_ptr<const PeerProcesses> peers,
+    std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs)
     : Work(rank, type),
       op_(op),
       device_(device),
@@ -102,10 +97,11 @@ bool OpenRegWork::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // At least 1 ms: a zero timeout (kNoTimeout) would mean none.
   const auto remaining = [&] {
-    return timeout == kNoTimeout ? kNoTimeout
-                                 : std::max(std::chrono::milliseconds(1),
-                                            std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                deadline - std::chrono::steady_clock::now()));
+    return timeout == kNoTimeout
+        ? kNoTimeout
+        : std::max(
+              std::chrono::milliseconds(1),
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
   };
   {
     std::unique_lock<std::mutex> lock(launch_mutex_);
@@ -139,7 +135,7 @@ c10::intrusive_ptr<c10::ivalue::Future> OpenRegWork::getFuture() {
     future_ = future = c10::make_intrusive<c10::ivalue::Future>(
         c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{device_});
     if (!launched_) {
-      return future; // launched() or failed() connects it
+      return future;  // launched() or failed() connects it
     }
   }
   complete_when_done(future);
@@ -158,11 +154,9 @@ void OpenRegWork::complete_when_done(const c10::intrusive_ptr<c10::ivalue::Futur
   auto done = gloo_futures.size() == 1
       ? gloo_futures.front()
       : c10::collectAll(c10::List<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(gloo_futures)));
-  done->addCallback([future,
-                     outputs = outputs_,
-                     context = [op = op_, rank = rank_, device = device_, peers = peers_] {
-                       return peers->failure(op, rank, device);
-                     }](c10::ivalue::Future& gloo_future) {
+  done->addCallback([future, outputs = outputs_, context = [op = op_, rank = rank_, device = device_, peers = peers_] {
+    return peers->failure(op, rank, device);
+  }](c10::ivalue::Future& gloo_future) {
     if (!gloo_future.hasError()) {
       future->markCompleted(c10::IValue(outputs));
       return;
@@ -186,4 +180,4 @@ void OpenRegWork::abort() {
   }
 }
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

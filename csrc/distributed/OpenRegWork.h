@@ -29,13 +29,8 @@ namespace c10d::openreg {
 class OpenRegWork : public Work {
  public:
   OpenRegWork(
-      int rank,
-      OpType type,
-      const char* op,
-      c10::Device device,
-      std::shared_ptr<const PeerProcesses> peers,
-      std::vector<at::Tensor> host_views,
-      std::vector<at::Tensor> outputs);
+      int rank, OpType type, const char* op, c10::Device device, std::shared_ptr<const PeerProcesses> peers,
+      std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs);
 
   // The launch's outcome: gloo's works, or the error that stopped it.
   void launched(std::vector<c10::intrusive_ptr<Work>> gloo_works);
@@ -74,4 +69,4 @@ class OpenRegWork : public Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -62,53 +62,36 @@ class ProcessGroupOpenReg : public Backend {
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const BroadcastOptions& opts) override;
   c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors, const AllreduceOptions& opts) override;
   c10::intrusive_ptr<Work> allreduce_coalesced(
-      std::vector<at::Tensor>& tensors,
-      const AllreduceCoalescedOptions& opts) override;
+      std::vector<at::Tensor>& tensors, const AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors, const ReduceOptions& opts) override;
   c10::intrusive_ptr<Work> allgather(
-      std::vector<std::vector<at::Tensor>>& outputs,
-      std::vector<at::Tensor>& inputs,
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const AllgatherOptions& opts) override;
-  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input, const AllgatherOptions& opts)
-      override;
+  c10::intrusive_ptr<Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const AllgatherOptions& opts) override;
   c10::intrusive_ptr<Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs,
-      std::vector<at::Tensor>& inputs,
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const AllgatherOptions& opts) override;
   c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
-      std::vector<at::Tensor>& outputs,
-      std::vector<at::Tensor>& inputs,
-      const AllgatherOptions& opts) override;
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const AllgatherOptions& opts) override;
   c10::intrusive_ptr<Work> gather(
-      std::vector<std::vector<at::Tensor>>& outputs,
-      std::vector<at::Tensor>& inputs,
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const GatherOptions& opts) override;
   c10::intrusive_ptr<Work> scatter(
-      std::vector<at::Tensor>& outputs,
-      std::vector<std::vector<at::Tensor>>& inputs,
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const ScatterOptions& opts) override;
   c10::intrusive_ptr<Work> reduce_scatter(
-      std::vector<at::Tensor>& outputs,
-      std::vector<std::vector<at::Tensor>>& inputs,
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<Work> _reduce_scatter_base(
-      at::Tensor& output,
-      at::Tensor& input,
-      const ReduceScatterOptions& opts) override;
+      at::Tensor& output, at::Tensor& input, const ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
-      std::vector<at::Tensor>& outputs,
-      std::vector<at::Tensor>& inputs,
-      const ReduceScatterOptions& opts) override;
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<Work> alltoall_base(
-      at::Tensor& output,
-      at::Tensor& input,
-      std::vector<int64_t>& output_split_sizes,
-      std::vector<int64_t>& input_split_sizes,
-      const AllToAllOptions& opts) override;
+      at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) override;
   c10::intrusive_ptr<Work> alltoall(
-      std::vector<at::Tensor>& outputs,
-      std::vector<at::Tensor>& inputs,
-      const AllToAllOptions& opts) override;
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const AllToAllOptions& opts) override;
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
@@ -131,4 +114,4 @@ class ProcessGroupOpenReg : public Backend {
   std::unique_ptr<CollectiveLauncher> launcher_;
 };
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

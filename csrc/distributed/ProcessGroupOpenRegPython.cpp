@@ -42,7 +42,7 @@ class ReleasingGilHolder {
   c10::intrusive_ptr<T> ptr_;
 };
 
-} // namespace
+}  // namespace
 
 PYBIND11_DECLARE_HOLDER_TYPE(T, ReleasingGilHolder<T>, true)
 
@@ -58,12 +58,9 @@ void bind_process_group(py::module& m) {
            return ReleasingGilHolder<ProcessGroupOpenReg>(
                c10::make_intrusive<ProcessGroupOpenReg>(std::move(store), std::move(gloo), rank, size));
          }),
-         py::arg("store"),
-         py::arg("gloo"),
-         py::arg("rank"),
-         py::arg("size"))
+         py::arg("store"), py::arg("gloo"), py::arg("rank"), py::arg("size"))
       .def_property_readonly("gloo", &ProcessGroupOpenReg::gloo, "the gloo backend the collectives run on");
   cls.attr("NAME") = ProcessGroupOpenReg::kName;
 }
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

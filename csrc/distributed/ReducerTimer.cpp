@@ -26,7 +26,7 @@ class OpenRegReducerTimer final : public Timer {
   explicit OpenRegReducerTimer(c10::Device device) : device_(device) {}
 
   void record(Event event) override {
-    Timer::record(event); // the host time too: DDP reports the gaps between host timestamps as well
+    Timer::record(event);  // the host time too: DDP reports the gaps between host timestamps as well
     c10::openreg::OpenRegGuard guard(device_.index());
     event_for(event).record(c10::openreg::getCurrentOpenRegStream(device_.index()));
   }
@@ -64,8 +64,8 @@ class OpenRegReducerTimer final : public Timer {
   std::array<c10::Event, 5> events_{timing_event(), timing_event(), timing_event(), timing_event(), timing_event()};
 };
 
-} // namespace
+}  // namespace
 
 C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, OpenRegReducerTimer);
 
-} // namespace c10d::openreg
+}  // namespace c10d::openreg

@@ -62,4 +62,4 @@ at::Tensor pairwise_distance_sq_cpu(const at::Tensor& a, const at::Tensor& b) {
   return result;
 }
 
-} // namespace openreg_extra
+}  // namespace openreg_extra

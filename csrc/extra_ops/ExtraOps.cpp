@@ -18,8 +18,8 @@ namespace openreg_extra {
 
 void check_rms_norm(const at::Tensor& x, double eps) {
   TORCH_CHECK(
-      x.dim() >= 1, "openreg_extra::rms_norm: expected a tensor with at least one dimension, but got a ",
-      x.dim(), "-d tensor on ", x.device());
+      x.dim() >= 1, "openreg_extra::rms_norm: expected a tensor with at least one dimension, but got a ", x.dim(),
+      "-d tensor on ", x.device());
   TORCH_CHECK(
       x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,
       "openreg_extra::rms_norm: expected float32 or float64, but got ", x.scalar_type(), " on ", x.device());
@@ -29,8 +29,8 @@ void check_rms_norm(const at::Tensor& x, double eps) {
 c10::SymDimVector pairwise_distance_sq_sizes(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(
       a.dim() == 2 && b.dim() == 2,
-      "openreg_extra::pairwise_distance_sq: expected 2-d tensors [n, d] and [m, d], but got sizes ",
-      a.sym_sizes(), " and ", b.sym_sizes());
+      "openreg_extra::pairwise_distance_sq: expected 2-d tensors [n, d] and [m, d], but got sizes ", a.sym_sizes(),
+      " and ", b.sym_sizes());
   TORCH_SYM_CHECK(
       a.sym_size(1).sym_eq(b.sym_size(1)),
       "openreg_extra::pairwise_distance_sq: a and b must have the same number of columns, but got sizes ",
@@ -40,8 +40,8 @@ c10::SymDimVector pairwise_distance_sq_sizes(const at::Tensor& a, const at::Tens
   }
   TORCH_CHECK(
       a.scalar_type() == b.scalar_type() && (a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble),
-      "openreg_extra::pairwise_distance_sq: expected a and b both float32 or both float64, but got ",
-      a.scalar_type(), " and ", b.scalar_type());
+      "openreg_extra::pairwise_distance_sq: expected a and b both float32 or both float64, but got ", a.scalar_type(),
+      " and ", b.scalar_type());
   return {a.sym_size(0), b.sym_size(0)};
 }
 
@@ -56,4 +56,4 @@ at::Tensor pairwise_distance_sq_meta(const at::Tensor& a, const at::Tensor& b) {
   return at::empty_symint(pairwise_distance_sq_sizes(a, b), a.options());
 }
 
-} // namespace openreg_extra
+}  // namespace openreg_extra

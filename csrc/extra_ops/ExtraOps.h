@@ -14,4 +14,4 @@ void check_rms_norm(const at::Tensor& x, double eps);
 // pairwise_distance_sq(a [n, d], b [m, d]) -> [n, m]. Returns {n, m}.
 c10::SymDimVector pairwise_distance_sq_sizes(const at::Tensor& a, const at::Tensor& b);
 
-} // namespace openreg_extra
+}  // namespace openreg_extra

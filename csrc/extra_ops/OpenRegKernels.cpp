@@ -25,4 +25,4 @@ at::Tensor pairwise_distance_sq_openreg(const at::Tensor& a, const at::Tensor& b
   return (a.unsqueeze(1) - b.unsqueeze(0)).square().sum(-1).contiguous();
 }
 
-} // namespace openreg_extra
+}  // namespace openreg_extra

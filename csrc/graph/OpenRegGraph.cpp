@@ -106,8 +106,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
     if (captured.isTensor() && fresh.isTensor()) {
       const at::Tensor& target = captured.toTensor();
       const at::Tensor& source = fresh.toTensor();
-      if (target.defined() && source.defined() &&
-          target.unsafeGetTensorImpl() != source.unsafeGetTensorImpl()) {
+      if (target.defined() && source.defined() && target.unsafeGetTensorImpl() != source.unsafeGetTensorImpl()) {
         target.detach().copy_(source);
       }
     } else if (captured.isTensorList() && fresh.isTensorList()) {
@@ -123,14 +122,14 @@ class OpenRegGraph final : public at::GraphImplInterface {
   c10::Stream stream_{c10::Stream::DEFAULT, make_device(0)};
   c10::MempoolId_t pool_{0, 0};
   std::unique_ptr<StreamCapture> capture_;  // while capturing
-  std::vector<CapturedCall> calls_;          // the finished capture
+  std::vector<CapturedCall> calls_;  // the finished capture
 };
 
-} // namespace
-} // namespace c10::openreg
+}  // namespace
+}  // namespace c10::openreg
 
 namespace at {
 // The registry key is the device type's name as PyTorch prints it in upper
 // case, which for PrivateUse1 is the backend's registered name.
 REGISTER_GRAPH_IMPL(OPENREG, c10::openreg::OpenRegGraph);
-} // namespace at
+}  // namespace at

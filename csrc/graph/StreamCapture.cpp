@@ -34,8 +34,7 @@ struct CallContext final : public at::ObserverContext {
 
 // The openreg device the call touched, if any.
 std::optional<c10::DeviceIndex> openreg_device_of(
-    const std::vector<c10::IValue>& inputs,
-    const std::vector<c10::IValue>& outputs) {
+    const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs) {
   std::optional<c10::DeviceIndex> device;
   auto see = [&](const at::Tensor& t) {
     if (!device && t.defined() && t.is_privateuseone()) {
@@ -56,7 +55,7 @@ const bool g_query_registered = [] {
   return true;
 }();
 
-} // namespace
+}  // namespace
 
 class CaptureObserver {
  public:
@@ -130,8 +129,8 @@ bool is_capturing(c10::Stream stream) {
     return false;
   }
   std::lock_guard<std::mutex> lock(g_captures_mutex);
-  return std::any_of(g_captures.begin(), g_captures.end(),
-                     [&](const StreamCapture* capture) { return capture->stream() == stream; });
+  return std::any_of(
+      g_captures.begin(), g_captures.end(), [&](const StreamCapture* capture) { return capture->stream() == stream; });
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -46,4 +46,4 @@ class StreamCapture {
 // Whether a StreamCapture on `stream` is alive.
 bool is_capturing(c10::Stream stream);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -64,13 +64,11 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
   END_HANDLE_TH_ERRORS
 }
 
-} // namespace
+}  // namespace
 
 PyMethodDef compiled_kernel_call_method = {
-    "_call_on_host",
-    reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&call_on_host)),
-    METH_FASTCALL,
+    "_call_on_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&call_on_host)), METH_FASTCALL,
     "_call_on_host(kernel, *args): calls an Inductor C++ kernel with openreg tensors replaced by host views of "
     "their memory, held for the call, in the current stream's order"};
 
-} // namespace at::openreg
+}  // namespace at::openreg

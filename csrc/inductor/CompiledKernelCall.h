@@ -9,4 +9,4 @@ namespace at::openreg {
 // C++ kernels. See CompiledKernelCall.cpp.
 extern PyMethodDef compiled_kernel_call_method;
 
-} // namespace at::openreg
+}  // namespace at::openreg

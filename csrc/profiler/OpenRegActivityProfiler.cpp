@@ -83,8 +83,7 @@ void synchronize_all_devices() noexcept {
   }
   for (int device = 0; device < count; ++device) {
     int initialized = 0;
-    if (orDeviceIsInitialized(device, &initialized) == orSuccess && initialized &&
-        orSetDevice(device) == orSuccess) {
+    if (orDeviceIsInitialized(device, &initialized) == orSuccess && initialized && orSetDevice(device) == orSuccess) {
       (void)orDeviceSynchronize();
     }
   }
@@ -116,9 +115,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     (void)orActivityDisable();
     recording_ = false;
     (void)orActivityFlush(
-        [](const orActivity* activity, void* self) {
-          static_cast<OpenRegProfilerSession*>(self)->keep(*activity);
-        },
+        [](const orActivity* activity, void* self) { static_cast<OpenRegProfilerSession*>(self)->keep(*activity); },
         this);
     status_ = libkineto::TraceStatus::PROCESSING;
   }
@@ -140,9 +137,7 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
   }
 
   void processTrace(
-      libkineto::ActivityLogger& logger,
-      libkineto::getLinkedActivityCallback get_linked_activity,
-      int64_t start_time,
+      libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback get_linked_activity, int64_t start_time,
       int64_t end_time) override {
     trace_ = std::make_unique<libkineto::CpuTraceBuffer>();
     trace_->span = libkineto::TraceSpan(start_time, end_time, "openreg");
@@ -180,15 +175,16 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
       return nullptr;
     }
     const int device = seen_streams_.begin()->first;
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
-        device, kDeviceSortOffset + device, "openreg", "openreg " + std::to_string(device)});
+    return std::make_unique<libkineto::DeviceInfo>(
+        libkineto::DeviceInfo{device, kDeviceSortOffset + device, "openreg", "openreg " + std::to_string(device)});
   }
 
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> rows;
     for (const auto& [device, stream] : seen_streams_) {
-      rows.push_back(libkineto::ResourceInfo{
-          stream, stream, device, "openreg " + std::to_string(device) + " stream " + std::to_string(stream)});
+      rows.push_back(
+          libkineto::ResourceInfo{
+              stream, stream, device, "openreg " + std::to_string(device) + " stream " + std::to_string(stream)});
     }
     return rows;
   }
@@ -207,16 +203,10 @@ class OpenRegProfilerSession final : public libkineto::IActivityProfilerSession 
     if (types_.count(type) == 0) {
       return;
     }
-    records_.push_back(DeviceRecord{
-        type,
-        activity.name,
-        activity.device,
-        static_cast<int64_t>(reinterpret_cast<uintptr_t>(activity.stream)),
-        activity.correlationId,
-        activity.start,
-        activity.end,
-        activity.memcpyKind,
-        activity.bytes});
+    records_.push_back(
+        DeviceRecord{
+            type, activity.name, activity.device, static_cast<int64_t>(reinterpret_cast<uintptr_t>(activity.stream)),
+            activity.correlationId, activity.start, activity.end, activity.memcpyKind, activity.bytes});
   }
 
   const std::set<ActivityType> types_;
@@ -239,14 +229,10 @@ class OpenRegActivityProfiler final : public libkineto::IActivityProfiler {
   // A session only when device activity is asked for: a CPU-only profile
   // leaves the runtime's recording off.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      const std::set<ActivityType>& activity_types,
-      const libkineto::Config& /*config*/) override {
+      const std::set<ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
     std::set<ActivityType> wanted;
     std::set_intersection(
-        activity_types.begin(),
-        activity_types.end(),
-        device_activity_types().begin(),
-        device_activity_types().end(),
+        activity_types.begin(), activity_types.end(), device_activity_types().begin(), device_activity_types().end(),
         std::inserter(wanted, wanted.begin()));
     if (wanted.empty()) {
       return nullptr;
@@ -255,9 +241,7 @@ class OpenRegActivityProfiler final : public libkineto::IActivityProfiler {
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      int64_t /*ts_ms*/,
-      int64_t /*duration_ms*/,
-      const std::set<ActivityType>& activity_types,
+      int64_t /*ts_ms*/, int64_t /*duration_ms*/, const std::set<ActivityType>& activity_types,
       const libkineto::Config& config) override {
     return configure(activity_types, config);
   }
@@ -266,8 +250,8 @@ class OpenRegActivityProfiler final : public libkineto::IActivityProfiler {
   const std::string name_ = "openreg";
 };
 
-} // namespace
+}  // namespace
 
 REGISTER_PRIVATEUSE1_PROFILER(OpenRegActivityProfiler);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

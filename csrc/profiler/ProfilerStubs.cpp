@@ -98,5 +98,5 @@ struct OpenRegProfilerStubs final : public ProfilerStubs {
   return true;
 }();
 
-} // namespace
-} // namespace c10::openreg
+}  // namespace
+}  // namespace c10::openreg

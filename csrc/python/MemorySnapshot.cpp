@@ -147,7 +147,7 @@ py::dict allocator_settings() {
   return settings;
 }
 
-} // namespace
+}  // namespace
 
 py::dict memory_snapshot_dict(bool include_traces) {
   const MemorySnapshot snapshot = memorySnapshot();
@@ -175,4 +175,4 @@ py::dict memory_snapshot_dict(bool include_traces) {
   return result;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -10,4 +10,4 @@ namespace c10::openreg {
 // "external_annotations". Call with the GIL held.
 pybind11::dict memory_snapshot_dict(bool include_traces);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

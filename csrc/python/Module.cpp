@@ -36,8 +36,7 @@ using namespace c10::openreg;
 
 c10::DeviceIndex to_index(int index) {
   TORCH_CHECK(
-      index >= -1 && index <= std::numeric_limits<c10::DeviceIndex>::max(),
-      "Invalid openreg device index ", index);
+      index >= -1 && index <= std::numeric_limits<c10::DeviceIndex>::max(), "Invalid openreg device index ", index);
   return static_cast<c10::DeviceIndex>(index);
 }
 
@@ -53,11 +52,10 @@ void lazy_init() {
 
 // Each binding turns c10 errors into their Python counterparts (RuntimeError,
 // ValueError, NotImplementedError, ...), as torch's own bindings do.
-#define BINDING(NAME, ARGS, BODY)      \
-  auto NAME ARGS {                     \
-    HANDLE_TH_ERRORS                   \
-    BODY                               \
-    END_HANDLE_TH_ERRORS_PYBIND        \
+#define BINDING(NAME, ARGS, BODY)    \
+  auto NAME ARGS {                   \
+    HANDLE_TH_ERRORS                 \
+    BODY END_HANDLE_TH_ERRORS_PYBIND \
   }
 
 BINDING(py_init, (), lazy_init();)
@@ -80,9 +78,9 @@ BINDING(py_synchronize, (int index), {
 })
 // The device's default generator as a torch.Generator (the same object each
 // time, as torch.cuda.default_generators holds).
-BINDING(py_default_generator, (int index),
-        return py::reinterpret_steal<py::object>(
-            THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
+BINDING(
+    py_default_generator, (int index),
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(getDefaultGenerator(to_index(index))));)
 BINDING(py_stream_priority, (int device_index, int64_t stream_id), {
   const c10::Stream stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id);
   return OpenRegStream(stream).priority();
@@ -91,8 +89,7 @@ BINDING(py_stream_priority, (int device_index, int64_t stream_id), {
 // times any two events, subclasses included (torch.openreg.Event).
 BINDING(py_event_elapsed_time, (py::handle start, py::handle end), {
   TORCH_CHECK(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time expects two events");
-  return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(
-      reinterpret_cast<THPEvent*>(end.ptr())->event);
+  return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
 })
 BINDING(py_fallback_stats, (), {
   py::dict stats;
@@ -121,8 +118,7 @@ BINDING(py_caching_allocator_alloc, (int64_t size, int device_index, int64_t str
 // change_current_allocator: the addresses of the user's functions, which
 // OpenRegPluggableAllocator resolved with ctypes.
 BINDING(py_change_current_allocator, (uintptr_t alloc_fn, uintptr_t free_fn), {
-  changeCurrentAllocator(
-      reinterpret_cast<PluggableAllocFn>(alloc_fn), reinterpret_cast<PluggableFreeFn>(free_fn));
+  changeCurrentAllocator(reinterpret_cast<PluggableAllocFn>(alloc_fn), reinterpret_cast<PluggableFreeFn>(free_fn));
 })
 BINDING(py_caching_allocator_delete, (uintptr_t ptr), raw_free(reinterpret_cast<void*>(ptr));)
 // Stream.openreg_stream: the runtime handle (0 for the default stream).
@@ -134,7 +130,8 @@ BINDING(py_stream_handle, (int device_index, int64_t stream_id), {
 // runtime validates the handle and says which device it belongs to.
 BINDING(py_stream_from_external, (uintptr_t handle, int device_index), {
   TORCH_CHECK_VALUE(
-      handle != 0, "ExternalStream: handle 0 is the default stream, not an external one; "
+      handle != 0,
+      "ExternalStream: handle 0 is the default stream, not an external one; "
       "use torch.openreg.default_stream()");
   auto* const stream_handle = reinterpret_cast<orStream_t>(handle);
   int owner = -1;
@@ -189,36 +186,41 @@ BINDING(py_host_memory_stats, (), {
 // offset), and back.
 BINDING(py_ipc_share_storage, (py::handle storage), {
   TORCH_CHECK_TYPE(THPStorage_Check(storage.ptr()), "_ipc_share_storage expects an UntypedStorage");
-  const SharedStorage shared =
-      share_storage(*THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl());
-  return py::make_tuple(static_cast<int>(shared.device), py::bytes(shared.memory), shared.offset,
-                        shared.nbytes, py::bytes(shared.counter), shared.counter_offset);
+  const SharedStorage shared = share_storage(*THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl());
+  return py::make_tuple(
+      static_cast<int>(shared.device), py::bytes(shared.memory), shared.offset, shared.nbytes,
+      py::bytes(shared.counter), shared.counter_offset);
 })
-BINDING(py_ipc_open_storage, (int device, const std::string& memory, size_t offset, size_t nbytes,
-                              const std::string& counter, size_t counter_offset), {
-  SharedStorage shared;
-  shared.device = to_index(device);
-  shared.memory = memory;
-  shared.offset = offset;
-  shared.nbytes = nbytes;
-  shared.counter = counter;
-  shared.counter_offset = counter_offset;
-  return py::reinterpret_steal<py::object>(THPStorage_Wrap(c10::Storage(open_shared_storage(shared))));
-})
-BINDING(py_ipc_release_reference, (const std::string& counter, size_t counter_offset),
-        release_shared_reference(counter, counter_offset);)
+BINDING(
+    py_ipc_open_storage,
+    (int device, const std::string& memory, size_t offset, size_t nbytes, const std::string& counter,
+     size_t counter_offset),
+    {
+      SharedStorage shared;
+      shared.device = to_index(device);
+      shared.memory = memory;
+      shared.offset = offset;
+      shared.nbytes = nbytes;
+      shared.counter = counter;
+      shared.counter_offset = counter_offset;
+      return py::reinterpret_steal<py::object>(THPStorage_Wrap(c10::Storage(open_shared_storage(shared))));
+    })
+BINDING(
+    py_ipc_release_reference, (const std::string& counter, size_t counter_offset),
+    release_shared_reference(counter, counter_offset);)
 BINDING(py_ipc_collect, (), ipc_collect();)
 BINDING(py_reset_accumulated_host_memory_stats, (), getHostAllocator()->reset_accumulated_stats();)
 BINDING(py_reset_peak_host_memory_stats, (), getHostAllocator()->reset_peak_stats();)
-BINDING(py_record_memory_history,
-        (std::optional<std::string> enabled, std::optional<std::string> context, const std::string& stacks,
-         int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions),
-        recordMemoryHistory(parse_history_options(enabled, context, stacks, max_entries, clear_history, skip_actions));)
+BINDING(
+    py_record_memory_history,
+    (std::optional<std::string> enabled, std::optional<std::string> context, const std::string& stacks,
+     int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions),
+    recordMemoryHistory(parse_history_options(enabled, context, stacks, max_entries, clear_history, skip_actions));)
 // Memory pools: a MemPool retains its pool on its device while it lives; a
 // use_mem_pool context retains it too and routes this thread's allocations.
 BINDING(py_mempool_new_id, (bool user_created), return new_mempool_id(user_created);)
-BINDING(py_mempool_retain, (int device, c10::MempoolId_t id, bool no_split),
-        retainMemPool(to_index(device), id, no_split);)
+BINDING(
+    py_mempool_retain, (int device, c10::MempoolId_t id, bool no_split), retainMemPool(to_index(device), id, no_split);)
 BINDING(py_mempool_release, (int device, c10::MempoolId_t id), releaseMemPool(to_index(device), id);)
 BINDING(py_mempool_use_count, (int device, c10::MempoolId_t id), return memPoolUseCount(to_index(device), id);)
 BINDING(py_mempool_begin, (int device, c10::MempoolId_t id), {
@@ -239,7 +241,7 @@ BINDING(py_set_caching_enabled, (bool enabled), setCachingEnabled(enabled);)
 BINDING(py_check_device_index, (int index), check_device_index(to_index(index));)
 BINDING(py_memory_snapshot, (bool include_traces), return memory_snapshot_dict(include_traces);)
 
-} // namespace
+}  // namespace
 
 PYBIND11_MODULE(_C, m) {
   at::openreg::route_structured_iterator_defaults();
@@ -290,7 +292,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ipc_collect", &py_ipc_collect);
   m.add_object(
       at::openreg::compiled_kernel_call_method.ml_name,
-      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&at::openreg::compiled_kernel_call_method, nullptr, m.ptr())));
+      py::reinterpret_steal<py::object>(
+          PyCFunction_NewEx(&at::openreg::compiled_kernel_call_method, nullptr, m.ptr())));
   m.def("_range_push", &py_range_push);
   m.def("_range_pop", &py_range_pop);
 }

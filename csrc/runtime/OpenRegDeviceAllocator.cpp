@@ -38,10 +38,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     // up to PTRDIFF_MAX rounds up without overflow.
     TORCH_CHECK(
         nbytes <= static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()),
-        "openreg allocator called with a negative number of bytes: ",
-        static_cast<ptrdiff_t>(nbytes),
-        " (",
-        nbytes,
+        "openreg allocator called with a negative number of bytes: ", static_cast<ptrdiff_t>(nbytes), " (", nbytes,
         " as size_t)");
     const DeviceIndex device = current_device();
     if (nbytes == 0) {
@@ -106,8 +103,8 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   void set_memory_fraction(double fraction, DeviceIndex device) {
     TORCH_CHECK_VALUE(
-        fraction > 0.0 && fraction <= 1.0,
-        "Invalid fraction value: ", fraction, ". Allowed range: 0~1 (0 excluded) for openreg:", static_cast<int>(device));
+        fraction > 0.0 && fraction <= 1.0, "Invalid fraction value: ", fraction,
+        ". Allowed range: 0~1 (0 excluded) for openreg:", static_cast<int>(device));
     cache(device).set_memory_fraction(fraction, getMemoryInfo(device).second);
   }
 
@@ -128,7 +125,8 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
       return;
     }
     Block* block = forget(ptr);
-    TORCH_CHECK_VALUE(block != nullptr, "caching_allocator_delete: ", ptr, " was not allocated by the openreg allocator");
+    TORCH_CHECK_VALUE(
+        block != nullptr, "caching_allocator_delete: ", ptr, " was not allocated by the openreg allocator");
     cache(block->stream.device_index()).free(block);
   }
 
@@ -216,7 +214,7 @@ void OpenRegDeviceAllocator::raw_delete(void* ptr) {
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
-} // namespace
+}  // namespace
 
 DeviceCache& device_cache(c10::DeviceIndex device) {
   return g_allocator.cache(device);
@@ -224,7 +222,7 @@ DeviceCache& device_cache(c10::DeviceIndex device) {
 
 c10::DeviceAllocator* getDeviceAllocator() {
   if (c10::DeviceAllocator* pluggable = pluggableAllocator()) {
-    return pluggable; // change_current_allocator swapped it in
+    return pluggable;  // change_current_allocator swapped it in
   }
   return &g_allocator;
 }
@@ -264,4 +262,4 @@ bool cachingEnabled() {
   return DeviceCache::caching_enabled();
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -30,4 +30,4 @@ void raw_free(void* ptr);
 void setCachingEnabled(bool enabled);
 bool cachingEnabled();
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -8,12 +8,9 @@ namespace c10::openreg {
 
 void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex device_index, c10::EventFlag flag) {
   TORCH_CHECK(
-      device_index == -1 || device_index == stream.device_index(),
-      "Event device index ",
-      static_cast<int>(device_index),
-      " does not match recording stream's device index ",
-      static_cast<int>(stream.device_index()),
-      ".");
+      device_index == -1 || device_index == stream.device_index(), "Event device index ",
+      static_cast<int>(device_index), " does not match recording stream's device index ",
+      static_cast<int>(stream.device_index()), ".");
   const OpenRegStream openreg_stream(stream);
   OpenRegGuard guard(stream.device());
   auto or_event = static_cast<orEvent_t>(*event);
@@ -53,9 +50,7 @@ void synchronize_event(void* event) {
 }
 
 double event_elapsed_time(void* start, void* end) {
-  TORCH_CHECK(
-      start != nullptr && end != nullptr,
-      "Both events must be recorded before calculating elapsed time.");
+  TORCH_CHECK(start != nullptr && end != nullptr, "Both events must be recorded before calculating elapsed time.");
   float ms = 0;
   const orError_t err = orEventElapsedTime(&ms, static_cast<orEvent_t>(start), static_cast<orEvent_t>(end));
   TORCH_CHECK(err != orErrorNotReady, "Both events must be completed before calculating elapsed time.");
@@ -72,4 +67,4 @@ void destroy_event(void* event) noexcept {
   }
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

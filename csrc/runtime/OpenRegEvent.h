@@ -18,4 +18,4 @@ void synchronize_event(void* event);
 double event_elapsed_time(void* start, void* end);
 void destroy_event(void* event) noexcept;
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

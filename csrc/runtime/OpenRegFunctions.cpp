@@ -10,9 +10,7 @@ c10::DeviceIndex device_count() {
 
 c10::DeviceIndex device_count_ensure_non_throwing() noexcept {
   int count = 0;
-  return orGetDeviceCount(&count) == orSuccess
-      ? static_cast<c10::DeviceIndex>(count)
-      : 0;
+  return orGetDeviceCount(&count) == orSuccess ? static_cast<c10::DeviceIndex>(count) : 0;
 }
 
 namespace {
@@ -20,17 +18,12 @@ namespace {
 // Out of line, so the check's fast path stays a compare and a branch.
 [[noreturn]] C10_NOINLINE void throw_invalid_device_index(c10::DeviceIndex index, c10::DeviceIndex count) {
   TORCH_CHECK(
-      false,
-      "Invalid openreg device index ",
-      static_cast<int>(index),
-      ": there ",
+      false, "Invalid openreg device index ", static_cast<int>(index), ": there ",
       count == 1 ? "is 1 openreg device" : "are " + std::to_string(count) + " openreg devices",
-      " (set OPENREG_DEVICE_COUNT to change it), so valid indices are 0..",
-      count - 1,
-      ".");
+      " (set OPENREG_DEVICE_COUNT to change it), so valid indices are 0..", count - 1, ".");
 }
 
-} // namespace
+}  // namespace
 
 void check_device_index(c10::DeviceIndex index) {
   // Runs several times per operator call; the count cannot change (the
@@ -65,4 +58,4 @@ void synchronize_device(c10::DeviceIndex index) {
   OPENREG_CHECK(err);
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -44,4 +44,4 @@ inline c10::Device make_device(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

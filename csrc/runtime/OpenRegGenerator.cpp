@@ -82,18 +82,14 @@ const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) {
   return generators[device_index];
 }
 
-at::Generator host_generator_for(
-    const std::optional<at::Generator>& generator,
-    c10::Device device) {
+at::Generator host_generator_for(const std::optional<at::Generator>& generator, c10::Device device) {
   if (!generator.has_value() || !generator->defined()) {
     return getDefaultGenerator(device.index()).get<OpenRegGeneratorImpl>()->host_generator();
   }
   TORCH_CHECK(
       generator->device().type() == c10::DeviceType::PrivateUse1,
-      "Expected a 'openreg' device type for generator but found '",
-      generator->device().type(),
-      "'");
+      "Expected a 'openreg' device type for generator but found '", generator->device().type(), "'");
   return generator->get<OpenRegGeneratorImpl>()->host_generator();
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -43,8 +43,6 @@ at::Generator createGenerator(c10::DeviceIndex device_index);
 // The CPU generator that a host-executed kernel for `device` must use in place
 // of `generator` (the device's default one if `generator` is empty). Rejects a
 // generator of another device type, as CUDA does.
-at::Generator host_generator_for(
-    const std::optional<at::Generator>& generator,
-    c10::Device device);
+at::Generator host_generator_for(const std::optional<at::Generator>& generator, c10::Device device);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

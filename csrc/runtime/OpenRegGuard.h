@@ -106,4 +106,4 @@ struct OpenRegStreamGuard {
   c10::impl::InlineStreamGuard<impl::OpenRegGuardImpl> guard_;
 };
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -56,8 +56,8 @@ void OpenRegGuardImpl::synchronizeDevice(const DeviceIndex device_index) const {
   synchronize_device(device_index);
 }
 
-void OpenRegGuardImpl::record(void** event, const Stream& stream, const DeviceIndex device_index,
-                              const EventFlag flag) const {
+void OpenRegGuardImpl::record(
+    void** event, const Stream& stream, const DeviceIndex device_index, const EventFlag flag) const {
   record_event(event, stream, device_index, flag);
 }
 
@@ -87,5 +87,5 @@ void OpenRegGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr, const
 
 namespace {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, OpenRegGuardImpl);
-} // namespace
-} // namespace c10::openreg::impl
+}  // namespace
+}  // namespace c10::openreg::impl

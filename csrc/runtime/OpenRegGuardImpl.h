@@ -74,4 +74,4 @@ struct OpenRegGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const Stream& stream) const override;
 };
 
-} // namespace c10::openreg::impl
+}  // namespace c10::openreg::impl

@@ -58,17 +58,13 @@ struct OpenRegHooks final : public at::PrivateUse1HooksInterface {
     orPointerAttributes attributes{};
     OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
     TORCH_CHECK(
-        attributes.type == orMemoryTypeDevice,
-        "getDeviceFromPtr: pointer ",
-        data,
-        " is not openreg device memory");
+        attributes.type == orMemoryTypeDevice, "getDeviceFromPtr: pointer ", data, " is not openreg device memory");
     return make_device(static_cast<DeviceIndex>(attributes.device));
   }
 
   bool isPinnedPtr(const void* data) const override {
     orPointerAttributes attributes{};
-    return orPointerGetAttributes(&attributes, data) == orSuccess &&
-        attributes.type == orMemoryTypeHost;
+    return orPointerGetAttributes(&attributes, data) == orSuccess && attributes.type == orMemoryTypeHost;
   }
 
   const at::Generator& getDefaultGenerator(DeviceIndex device_index) const override {
@@ -94,5 +90,5 @@ const bool g_registered = [] {
   return true;
 }();
 
-} // namespace
-} // namespace c10::openreg
+}  // namespace
+}  // namespace c10::openreg

@@ -10,8 +10,7 @@ namespace {
 
 // The runtime-specific parts of PyTorch's caching host allocator: where
 // pinned memory comes from, and how stream events are recorded and queried.
-struct OpenRegHostAllocatorImpl final
-    : public at::CachingHostAllocatorImpl<c10::Stream, c10::Event> {
+struct OpenRegHostAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, c10::Event> {
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
     OPENREG_CHECK(orMallocHost(ptr, size));
@@ -44,10 +43,10 @@ DECLARE_HOST_ALLOCATOR(OpenRegHostAllocator, OpenRegHostAllocatorImpl, free_pinn
 
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_host_allocator)
 
-} // namespace
+}  // namespace
 
 at::HostAllocator* getHostAllocator() {
   return &g_host_allocator;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -10,4 +10,4 @@ namespace c10::openreg {
 // copy queued on a stream is reused only after that stream passes the copy.
 at::HostAllocator* getHostAllocator();
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -65,7 +65,7 @@ int64_t counter_value(void* counter) noexcept {
 }
 
 struct CounterPage {
-  void* memory = nullptr; // orMalloc'd, kept for the life of the process
+  void* memory = nullptr;  // orMalloc'd, kept for the life of the process
   std::string handle;
   std::vector<size_t> free_slots;
 };
@@ -124,7 +124,7 @@ bool in_forked_child() noexcept {
 void delete_sent(void* context) {
   std::unique_ptr<SentBlock> sent(static_cast<SentBlock*>(context));
   if (in_forked_child()) {
-    (void)sent.release(); // the parent's block
+    (void)sent.release();  // the parent's block
     return;
   }
   if (counter_value(sent->counter()) == 0) {
@@ -132,7 +132,7 @@ void delete_sent(void* context) {
       std::lock_guard<std::mutex> lock(g_mutex);
       sent->page->free_slots.push_back(sent->slot);
     }
-    sent.reset(); // the block returns to the caching allocator, outside the lock
+    sent.reset();  // the block returns to the caching allocator, outside the lock
   } else {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_limbo.push_back(std::move(sent));
@@ -143,8 +143,8 @@ void delete_sent(void* context) {
 // The receiver's hold on a producer's storage.
 struct ReceivedBlock {
   c10::DeviceIndex device;
-  void* memory;       // orIpcOpenMemHandle'd allocation
-  void* counter_page; // orIpcOpenMemHandle'd counter page
+  void* memory;  // orIpcOpenMemHandle'd allocation
+  void* counter_page;  // orIpcOpenMemHandle'd counter page
   size_t counter_offset;
 };
 
@@ -165,7 +165,7 @@ void delete_received(void* context) {
   orIpcCloseMemHandle(received->counter_page);
 }
 
-} // namespace
+}  // namespace
 
 SharedStorage share_storage(c10::StorageImpl& storage) {
   // The counted deleter wraps a caching-allocator block; a pluggable
@@ -206,8 +206,8 @@ SharedStorage share_storage(c10::StorageImpl& storage) {
   SharedStorage shared;
   shared.device = device.index();
   shared.memory = handle_bytes(memory);
-  shared.offset = static_cast<size_t>(static_cast<char*>(storage.data_ptr().get()) -
-                                      static_cast<char*>(attributes.basePointer));
+  shared.offset =
+      static_cast<size_t>(static_cast<char*>(storage.data_ptr().get()) - static_cast<char*>(attributes.basePointer));
   shared.nbytes = storage.nbytes();
   shared.counter = sent->page->handle;
   shared.counter_offset = sent->slot * sizeof(int64_t);
@@ -237,8 +237,8 @@ c10::intrusive_ptr<c10::StorageImpl> open_shared_storage(const SharedStorage& sh
     orIpcCloseMemHandle(memory);
     TORCH_CHECK(false, "openreg runtime error ", orGetErrorName(counter_error), ": ", message);
   }
-  auto received = std::make_unique<ReceivedBlock>(
-      ReceivedBlock{shared.device, memory, counter_page, shared.counter_offset});
+  auto received =
+      std::make_unique<ReceivedBlock>(ReceivedBlock{shared.device, memory, counter_page, shared.counter_offset});
   orPointerAttributes attributes{};
   const orError_t error = orPointerGetAttributes(&attributes, memory);
   if (error != orSuccess || shared.offset > attributes.allocationSize ||
@@ -259,8 +259,8 @@ c10::intrusive_ptr<c10::StorageImpl> open_shared_storage(const SharedStorage& sh
 
 void release_shared_reference(const std::string& counter, size_t counter_offset) {
   TORCH_CHECK_VALUE(
-      counter_offset % sizeof(int64_t) == 0 && counter_offset < kCounterPageBytes,
-      "openreg: invalid counter offset ", counter_offset, " of a shared storage");
+      counter_offset % sizeof(int64_t) == 0 && counter_offset < kCounterPageBytes, "openreg: invalid counter offset ",
+      counter_offset, " of a shared storage");
   {
     // A storage sent to this very process (a queue read by its writer).
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -296,4 +296,4 @@ bool is_received(const c10::DataPtr& data) {
   return data.get_deleter() == &delete_received;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

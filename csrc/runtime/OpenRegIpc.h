@@ -49,4 +49,4 @@ void ipc_collect();
 // True for the memory of a storage received from another process.
 bool is_received(const c10::DataPtr& data);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -16,7 +16,7 @@ std::atomic<c10::CaptureId_t> g_next_id{1};
 // This thread's active uses of pools, innermost last.
 thread_local std::vector<std::pair<c10::DeviceIndex, c10::MempoolId_t>> t_pools;
 
-} // namespace
+}  // namespace
 
 c10::MempoolId_t new_mempool_id(bool user_created) {
   const c10::CaptureId_t id = g_next_id.fetch_add(1, std::memory_order_relaxed);
@@ -75,8 +75,8 @@ void DeviceCache::release_pool(c10::MempoolId_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = private_pools_.find(id);
   TORCH_CHECK(
-      it != private_pools_.end() && it->second->use_count > 0, "openreg: memory pool (", id.first, ", ",
-      id.second, ") is not held on openreg:", static_cast<int>(device_));
+      it != private_pools_.end() && it->second->use_count > 0, "openreg: memory pool (", id.first, ", ", id.second,
+      ") is not held on openreg:", static_cast<int>(device_));
   PrivatePool& pool = *it->second;
   if (--pool.use_count == 0) {
     synchronize_pending();
@@ -94,9 +94,8 @@ int DeviceCache::pool_use_count(c10::MempoolId_t id) const {
 
 // Forgets released pools that no longer hold memory.
 void DeviceCache::drop_released_pools() {
-  std::erase_if(private_pools_, [](const auto& entry) {
-    return entry.second->use_count == 0 && entry.second->segments == 0;
-  });
+  std::erase_if(
+      private_pools_, [](const auto& entry) { return entry.second->use_count == 0 && entry.second->segments == 0; });
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

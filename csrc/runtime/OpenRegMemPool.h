@@ -34,4 +34,4 @@ void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split);
 void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id);
 int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -20,15 +20,11 @@ bool one_of(const T& value, std::initializer_list<T> valid) {
   return std::find(valid.begin(), valid.end(), value) != valid.end();
 }
 
-} // namespace
+}  // namespace
 
 HistoryOptions parse_history_options(
-    const std::optional<std::string>& enabled,
-    const std::optional<std::string>& context,
-    const std::string& stacks,
-    int64_t max_entries,
-    bool clear_history,
-    const std::vector<std::string>& skip_actions) {
+    const std::optional<std::string>& enabled, const std::optional<std::string>& context, const std::string& stacks,
+    int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions) {
   // torch.cuda's messages for the same mistakes.
   TORCH_CHECK_VALUE(
       !enabled || one_of<std::string>(*enabled, {"state", "all"}),
@@ -43,8 +39,8 @@ HistoryOptions parse_history_options(
   options.enabled = enabled.has_value();
   if (options.enabled && context) {
     options.context = *context == "all" ? RecordContext::ALL
-        : *context == "alloc"          ? RecordContext::ALLOC
-                                       : RecordContext::STATE;
+        : *context == "alloc"           ? RecordContext::ALLOC
+                                        : RecordContext::STATE;
   }
   options.cpp_stacks = stacks == "all";
   // As CUDA: "state" keeps no history beyond the live blocks' stacks.
@@ -91,11 +87,7 @@ void DeviceMemoryHistory::configure(const HistoryOptions& options) {
 }
 
 void DeviceMemoryHistory::record(
-    TraceEntry::Action action,
-    c10::DeviceIndex device,
-    size_t addr,
-    size_t size,
-    void* stream,
+    TraceEntry::Action action, c10::DeviceIndex device, size_t addr, size_t size, void* stream,
     std::shared_ptr<c10::GatheredContext> context) {
   if (!enabled_ || std::find(skipped_.begin(), skipped_.end(), action) != skipped_.end()) {
     return;
@@ -144,4 +136,4 @@ std::vector<TraceEntry> DeviceMemoryHistory::trace() const {
   return ordered;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -39,12 +39,8 @@ struct HistoryOptions {
 
 // _record_memory_history's arguments, checked with torch.cuda's rules.
 HistoryOptions parse_history_options(
-    const std::optional<std::string>& enabled,
-    const std::optional<std::string>& context,
-    const std::string& stacks,
-    int64_t max_entries,
-    bool clear_history,
-    const std::vector<std::string>& skip_actions);
+    const std::optional<std::string>& enabled, const std::optional<std::string>& context, const std::string& stacks,
+    int64_t max_entries, bool clear_history, const std::vector<std::string>& skip_actions);
 
 // Process-wide switch for stack gathering (the per-device buffers are
 // configured by the allocator under each device's lock).
@@ -71,11 +67,7 @@ class DeviceMemoryHistory {
   // the entry only when recording keeps stacks for the trace (context alloc
   // or all).
   void record(
-      TraceEntry::Action action,
-      c10::DeviceIndex device,
-      size_t addr,
-      size_t size,
-      void* stream,
+      TraceEntry::Action action, c10::DeviceIndex device, size_t addr, size_t size, void* stream,
       std::shared_ptr<c10::GatheredContext> context);
 
   // Stacks of live blocks and segments, by address (context state or more).
@@ -107,4 +99,4 @@ class DeviceMemoryHistory {
   std::unordered_map<const void*, std::shared_ptr<c10::GatheredContext>> segments_;
 };
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -68,4 +68,4 @@ std::vector<TraceEntry> DeviceCache::snapshot(std::vector<SegmentInfo>& segments
   return history_.trace();
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

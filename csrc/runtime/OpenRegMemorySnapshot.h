@@ -23,4 +23,4 @@ struct MemorySnapshot {
 };
 MemorySnapshot memorySnapshot();
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -43,8 +43,7 @@ class PluggableAllocator final : public c10::DeviceAllocator {
     // Same bound as the caching allocator: a negative size cast to size_t.
     TORCH_CHECK(
         nbytes <= static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()),
-        "openreg pluggable allocator called with a negative number of bytes: ",
-        static_cast<ptrdiff_t>(nbytes));
+        "openreg pluggable allocator called with a negative number of bytes: ", static_cast<ptrdiff_t>(nbytes));
     const int device = stream.device_index();
     const orStream_t handle = OpenRegStream(stream).handle();
     void* ptr = alloc_fn_(static_cast<ssize_t>(nbytes), device, handle);
@@ -136,7 +135,7 @@ void PluggableAllocator::raw_delete(void* ptr) {
   }
 }
 
-} // namespace
+}  // namespace
 
 void markCachingAllocatorUsed() {
   g_caching_used.store(true, std::memory_order_relaxed);
@@ -147,8 +146,7 @@ void changeCurrentAllocator(PluggableAllocFn alloc_fn, PluggableFreeFn free_fn) 
   std::lock_guard<std::mutex> lock(g_swap_mutex);
   // CUDA's rule and message: only an allocator that has not started serving
   // memory may be replaced, or blocks would reach the wrong free function.
-  TORCH_CHECK(
-      g_pluggable.load() == nullptr && !g_caching_used.load(), "Can't swap an already initialized allocator");
+  TORCH_CHECK(g_pluggable.load() == nullptr && !g_caching_used.load(), "Can't swap an already initialized allocator");
   auto* allocator = new PluggableAllocator(alloc_fn, free_fn);
   g_pluggable.store(allocator, std::memory_order_release);
   // torch's own lookups (UntypedStorage, torch.accelerator.memory.*) use the
@@ -179,4 +177,4 @@ void pluggableRawFree(void* ptr) {
       " was not allocated by the pluggable allocator");
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

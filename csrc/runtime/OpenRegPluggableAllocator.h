@@ -36,4 +36,4 @@ void pluggableRawFree(void* ptr);
 // on the allocator cannot be swapped.
 void markCachingAllocatorUsed();
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -33,25 +33,12 @@ void check_tensor_in_storage(const at::TensorBase& tensor, std::string_view op) 
   // dimensions: this runs for every operand of every kernel.
   const size_t needed = tensor.is_contiguous()
       ? (static_cast<size_t>(tensor.storage_offset()) + static_cast<size_t>(tensor.numel())) * tensor.itemsize()
-      : at::detail::computeStorageNbytes(
-            tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
+      : at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
   const size_t held = tensor.storage().nbytes();
   TORCH_CHECK(
-      needed <= held,
-      op,
-      ": an ",
-      tensor.device(),
-      " tensor of sizes ",
-      tensor.sizes(),
-      ", strides ",
-      tensor.strides(),
-      " and storage offset ",
-      tensor.storage_offset(),
-      " needs ",
-      needed,
-      " bytes of its storage, which holds only ",
-      held,
-      " bytes (was the storage resized after the tensor was created?)");
+      needed <= held, op, ": an ", tensor.device(), " tensor of sizes ", tensor.sizes(), ", strides ", tensor.strides(),
+      " and storage offset ", tensor.storage_offset(), " needs ", needed, " bytes of its storage, which holds only ",
+      held, " bytes (was the storage resized after the tensor was created?)");
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

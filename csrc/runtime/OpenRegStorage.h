@@ -18,4 +18,4 @@ void resize_bytes(c10::StorageImpl* storage, size_t nbytes);
 // block, which the runtime, seeing one live allocation, would let through.
 void check_tensor_in_storage(const at::TensorBase& tensor, std::string_view op);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

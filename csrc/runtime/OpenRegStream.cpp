@@ -60,7 +60,7 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, make_device(device), id);
 }
 
-} // namespace
+}  // namespace
 
 void OpenRegStream::throw_not_openreg(c10::Stream stream) {
   TORCH_CHECK(false, "Expected an openreg stream, got a stream of ", stream.device());
@@ -146,4 +146,4 @@ bool stream_is_capturing(c10::Stream stream) {
   return query != nullptr && query(stream);
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

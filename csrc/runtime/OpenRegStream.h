@@ -96,7 +96,7 @@ using StreamCaptureQuery = bool (*)(c10::Stream);
 void set_stream_capture_query(StreamCaptureQuery query);
 bool stream_is_capturing(c10::Stream stream);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg
 
 template <>
 struct std::hash<c10::openreg::OpenRegStream> {

@@ -15,7 +15,7 @@ void report_sync(const char* what) {
   TORCH_WARN("called a synchronizing openreg operation: ", what);
 }
 
-} // namespace detail
+}  // namespace detail
 
 void set_sync_debug_mode(SyncDebugMode mode) {
   detail::g_sync_debug_mode.store(static_cast<int>(mode), std::memory_order_relaxed);
@@ -25,4 +25,4 @@ SyncDebugMode get_sync_debug_mode() {
   return static_cast<SyncDebugMode>(detail::g_sync_debug_mode.load(std::memory_order_relaxed));
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -23,7 +23,7 @@ SyncDebugMode get_sync_debug_mode();
 namespace detail {
 extern std::atomic<int> g_sync_debug_mode;
 void report_sync(const char* what);
-} // namespace detail
+}  // namespace detail
 
 inline bool sync_debug_enabled() {
   return C10_UNLIKELY(detail::g_sync_debug_mode.load(std::memory_order_relaxed) != 0);
@@ -37,4 +37,4 @@ inline void warn_or_error_on_sync(const char* what) {
   }
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -21,8 +21,7 @@ struct OpenRegTensorMeta final : public c10::BackendMeta {
 
   // A shallow copy of the TensorImpl (a view, detach(), a Parameter) gets
   // its own copy of the entries; a new tensor (clone(), empty_like) gets none.
-  c10::intrusive_ptr<c10::BackendMeta> clone(
-      const c10::intrusive_ptr<c10::BackendMeta>& /*ptr*/) const override {
+  c10::intrusive_ptr<c10::BackendMeta> clone(const c10::intrusive_ptr<c10::BackendMeta>& /*ptr*/) const override {
     return c10::make_intrusive<OpenRegTensorMeta>(entries);
   }
 
@@ -59,5 +58,5 @@ const bool g_registered = [] {
   return true;
 }();
 
-} // namespace
-} // namespace c10::openreg
+}  // namespace
+}  // namespace c10::openreg

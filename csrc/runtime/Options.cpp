@@ -22,8 +22,7 @@ constexpr std::array<OptionDoc, 7> kOptions{{
      "zero_copy: CPU kernels run on device memory; copy: PyTorch's copying cpu_fallback"},
     {"OPENREG_FALLBACK", "1", "0: strict, an operator without an openreg kernel raises"},
     {"OPENREG_FALLBACK_WARN", "0", "1: warn once per operator that runs on the CPU fallback"},
-    {"OPENREG_FALLBACK_OPS", "",
-     "comma-separated aten operators to route to the fallback even where a kernel exists"},
+    {"OPENREG_FALLBACK_OPS", "", "comma-separated aten operators to route to the fallback even where a kernel exists"},
 }};
 
 // The variable's value, or its documented default when unset or empty, so the
@@ -38,8 +37,9 @@ std::string value_of(std::string_view name) {
   TORCH_INTERNAL_ASSERT(false, name, " is not in the options table");
 }
 
-void check_one_of(std::string_view name, const std::string& value, std::initializer_list<std::string_view> allowed,
-                  std::string_view expected) {
+void check_one_of(
+    std::string_view name, const std::string& value, std::initializer_list<std::string_view> allowed,
+    std::string_view expected) {
   for (std::string_view candidate : allowed) {
     if (value == candidate) {
       return;
@@ -85,7 +85,7 @@ FallbackOptions parse_fallback_options() {
   };
 }
 
-} // namespace
+}  // namespace
 
 c10::ArrayRef<OptionDoc> option_table() {
   return kOptions;
@@ -94,8 +94,7 @@ c10::ArrayRef<OptionDoc> option_table() {
 const FallbackOptions& fallback_options() {
   // The error is kept rather than rethrown from the initializer, so that every
   // call reports it, not only the first.
-  static const std::variant<FallbackOptions, std::string> parsed =
-      []() -> std::variant<FallbackOptions, std::string> {
+  static const std::variant<FallbackOptions, std::string> parsed = []() -> std::variant<FallbackOptions, std::string> {
     try {
       return parse_fallback_options();
     } catch (const c10::Error& error) {
@@ -113,4 +112,4 @@ void validate_options() {
   (void)fallback_options();
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -28,9 +28,9 @@ c10::ArrayRef<OptionDoc> option_table();
 enum class FallbackMode { ZeroCopy, Copy };
 
 struct FallbackOptions {
-  FallbackMode mode;                    // OPENREG_FALLBACK_MODE
-  bool enabled;                         // OPENREG_FALLBACK
-  bool warn;                            // OPENREG_FALLBACK_WARN
+  FallbackMode mode;  // OPENREG_FALLBACK_MODE
+  bool enabled;  // OPENREG_FALLBACK
+  bool warn;  // OPENREG_FALLBACK_WARN
   std::vector<std::string> forced_ops;  // OPENREG_FALLBACK_OPS, without "aten::"
 };
 
@@ -41,4 +41,4 @@ const FallbackOptions& fallback_options();
 // variable in option_table() is valid. Called at lazy init.
 void validate_options();
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

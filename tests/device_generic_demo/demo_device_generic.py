@@ -5,6 +5,7 @@ available device type, and the runner picks openreg through
 ``PYTORCH_TESTING_DEVICE_ONLY_FOR``. Expected on openreg: 4 passed, 2 skipped
 (5 passed, 1 skipped with ``--bypass-device-restrictions``).
 """
+
 import torch
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyOn, skipIf
 from torch.testing._internal.common_utils import TestCase, run_tests

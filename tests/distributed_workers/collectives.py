@@ -1,6 +1,7 @@
 """Every c10d operation on openreg tensors over orccl, compared with the same operation on CPU tensors over
 plain gloo in the same job. Reports, per operation, whether the openreg results equal the CPU ones
 (dtype, shape, strides, values bit for bit)."""
+
 import os
 import sys
 import traceback
@@ -65,16 +66,20 @@ def main():
 
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8):
         for op in (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+
             def all_reduce(device, group, dtype=dtype, op=op):
                 t = values((3, 5), dtype, 1).to(device)
                 dist.all_reduce(t, op, group=group)
                 return t
+
             check(f"all_reduce {op} {dtype}", all_reduce, gloo)
     for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+
         def bitwise(device, group, op=op):
             t = values((7,), torch.int64, 2).to(device)
             dist.all_reduce(t, op, group=group)
             return t
+
         check(f"all_reduce {op}", bitwise, gloo)
 
     # AVG gives gloo's mean; PREMUL_SUM, which gloo lacks, raises gloo's own error, on openreg as on the CPU.
@@ -82,6 +87,7 @@ def main():
         t = values((4,), torch.float32, 2).to(device)
         dist.all_reduce(t, dist.ReduceOp.AVG, group=group)
         return t
+
     check("all_reduce AVG as gloo", average, gloo)
 
     def premul_sum(device, group):
@@ -90,6 +96,7 @@ def main():
         except Exception as error:
             return [type(error).__name__, "Cannot use ReduceOp.PREMUL_SUM with Gloo" in str(error)]
         return "no error"
+
     check("all_reduce PREMUL_SUM raises as gloo does", premul_sum, gloo)
 
     def all_reduce_async(device, group):
@@ -101,6 +108,7 @@ def main():
         if device.type == "openreg":
             assert future_value[0] is not None and future_value[0].device == DEV, future_value
         return [t, future_value[0]]
+
     check("all_reduce async_op, get_future", all_reduce_async, gloo)
 
     def after_stream_work(device, group):
@@ -119,6 +127,7 @@ def main():
             t = source.clone()
             dist.all_reduce(t, group=group)
         return t
+
     check("all_reduce after work queued on the current stream", after_stream_work, gloo)
 
     def freed_while_running(device, group):
@@ -130,6 +139,7 @@ def main():
         doubled = future.then(lambda f: f.value()[0] * 2).wait()
         work.wait()
         return doubled
+
     check("async all_reduce, tensor dropped before wait, future continuation", freed_while_running, gloo)
 
     def async_burst(device, group):
@@ -140,13 +150,17 @@ def main():
         gathered = torch.empty(WORLD * 4, device=device)
         works = [dist.all_reduce(t, async_op=True, group=group) for t in reduced]
         works.append(dist.broadcast(broadcast, src=WORLD - 1, async_op=True, group=group))
-        works.append(dist.all_gather_into_tensor(gathered, values((4,), torch.float32, 61).to(device),
-                                                 async_op=True, group=group))
+        works.append(
+            dist.all_gather_into_tensor(
+                gathered, values((4,), torch.float32, 61).to(device), async_op=True, group=group
+            )
+        )
         futures = [work.get_future() for work in works]
         for work in reversed(works):
             work.wait()
         assert all(work.is_completed() and future.done() for work, future in zip(works, futures))
         return reduced + [broadcast, gathered]
+
     check("async collectives issued back to back", async_burst, gloo)
 
     def strided(device, group):
@@ -158,48 +172,56 @@ def main():
         except Exception as error:
             return type(error).__name__
         return base
+
     check("all_reduce non-contiguous", strided, gloo)
 
     def broadcast(device, group):
         t = values((2, 3), torch.float32, 5).to(device)
         dist.broadcast(t, src=WORLD - 1, group=group)
         return t
+
     check("broadcast", broadcast, gloo)
 
     def reduce(device, group):
         t = values((5,), torch.float64, 6).to(device)
         dist.reduce(t, dst=1, op=dist.ReduceOp.MAX, group=group)
         return t
+
     check("reduce", reduce, gloo)
 
     def all_gather(device, group):
         out = [torch.empty(3, 2, device=device) for _ in range(WORLD)]
         dist.all_gather(out, values((3, 2), torch.float32, 7).to(device), group=group)
         return out
+
     check("all_gather", all_gather, gloo)
 
     def all_gather_into_tensor(device, group):
         out = torch.empty(WORLD * 4, device=device, dtype=torch.int32)
         dist.all_gather_into_tensor(out, values((4,), torch.int32, 8).to(device), group=group)
         return out
+
     check("all_gather_into_tensor", all_gather_into_tensor, gloo)
 
     def reduce_scatter(device, group):
         out = torch.empty(3, device=device)
         dist.reduce_scatter(out, to(device, [values((3,), torch.float32, 9 + i) for i in range(WORLD)]), group=group)
         return out
+
     check("reduce_scatter", reduce_scatter, gloo)
 
     def reduce_scatter_tensor(device, group):
         out = torch.empty(2, 3, device=device)
         dist.reduce_scatter_tensor(out, values((2 * WORLD, 3), torch.float32, 10).to(device), group=group)
         return out
+
     check("reduce_scatter_tensor", reduce_scatter_tensor, gloo)
 
     def all_to_all(device, group):
         out = [torch.empty(2, device=device) for _ in range(WORLD)]
         dist.all_to_all(out, to(device, [values((2,), torch.float32, 11 + i) for i in range(WORLD)]), group=group)
         return out
+
     check("all_to_all", all_to_all, gloo)
 
     def all_to_all_single(device, group):
@@ -208,16 +230,16 @@ def main():
         # Uneven splits: rank r sends r + 1 elements to every rank.
         out_uneven = torch.empty(sum(r + 1 for r in range(WORLD)), device=device)
         inp = values(((RANK + 1) * WORLD,), torch.float32, 13).to(device)
-        dist.all_to_all_single(
-            out_uneven, inp, [r + 1 for r in range(WORLD)], [RANK + 1] * WORLD, group=group
-        )
+        dist.all_to_all_single(out_uneven, inp, [r + 1 for r in range(WORLD)], [RANK + 1] * WORLD, group=group)
         return [out, out_uneven]
+
     check("all_to_all_single", all_to_all_single, gloo)
 
     def gather(device, group):
         out = [torch.empty(4, device=device) for _ in range(WORLD)] if RANK == 0 else None
         dist.gather(values((4,), torch.float32, 14).to(device), out, dst=0, group=group)
         return out
+
     check("gather", gather, gloo)
 
     def scatter(device, group):
@@ -225,6 +247,7 @@ def main():
         chunks = to(device, [values((3,), torch.float32, 15 + i) for i in range(WORLD)]) if RANK == 1 else None
         dist.scatter(out, chunks, src=1, group=group)
         return out
+
     check("scatter", scatter, gloo)
 
     def barriers(device, group):
@@ -232,6 +255,7 @@ def main():
         if device.type == "openreg":
             dist.monitored_barrier(group=group, wait_all_ranks=True)
         return True
+
     check("barrier, monitored_barrier", barriers, gloo)
 
     def send_recv(device, group):
@@ -249,6 +273,7 @@ def main():
             dist.recv(back, src=nxt, group=group)
             dist.send(got, dst=prv, group=group)
         return [got, back]
+
     check("send, recv, isend, irecv", send_recv, gloo)
 
     def batch_isend_irecv(device, group):
@@ -261,6 +286,7 @@ def main():
         for work in dist.batch_isend_irecv(ops):
             work.wait()
         return got
+
     check("batch_isend_irecv", batch_isend_irecv, gloo)
 
     def coalesced(device, group):
@@ -280,6 +306,7 @@ def main():
             for i, out in enumerate(scattered):
                 dist.reduce_scatter_tensor(out, values((2 * WORLD,), torch.float32, 23 + i).to(device), group=group)
         return [tensors, gathered, outs, scattered]
+
     check("coalesced forms", coalesced, gloo)
 
     def objects(device, group):
@@ -293,6 +320,7 @@ def main():
         at_root = [None] * WORLD if RANK == 0 else None
         dist.gather_object(("gathered", RANK), at_root, dst=0, group=group)
         return [gathered, box, one, at_root]
+
     check("object collectives", objects, gloo)
 
     # Sub-groups: the even ranks and the odd ranks, on both backends.
@@ -300,6 +328,7 @@ def main():
         sub_gloo = dist.new_group(members, backend="gloo")
         sub_orccl = dist.new_group(members)
         if RANK in members:
+
             def sub(device, group, members=members):
                 t = values((4,), torch.float32, 30).to(device)
                 dist.all_reduce(t, group=group)
@@ -307,6 +336,7 @@ def main():
                 dist.all_gather(out, t, group=group)
                 dist.broadcast(t, src=members[-1], group=group)
                 return [t, out]
+
             check(f"new_group {members}", sub, sub_gloo, sub_orccl)
 
     # DeviceMesh("openreg", ...): a 2-D mesh's row groups, against gloo groups of the same ranks.
@@ -321,6 +351,7 @@ def main():
         t = values((6,), torch.float32, 31).to(device)
         dist.all_reduce(t, group=group)
         return t
+
     check("DeviceMesh", device_mesh, row_gloo, mesh.get_group(1))
     if mesh.device_type != "openreg" or mesh.mesh.tolist() != [list(row) for row in rows]:
         FAILURES["DeviceMesh layout"] = f"{mesh.device_type} {mesh.mesh.tolist()}"

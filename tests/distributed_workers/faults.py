@@ -7,6 +7,7 @@ argument agreement first. ``killed`` (3 ranks): rank 1 dies between two collecti
 fail within the group's timeout with an error naming rank 1. ``timeout`` (2 ranks): a ``wait(timeout=...)`` that
 runs out raises as gloo's does, and a later ``wait()`` completes the collective.
 """
+
 import datetime
 import os
 import sys
@@ -35,27 +36,59 @@ def expect_error(name, fn):
 def mismatch():
     dist.init_process_group("orccl")
     expect_error("numel", lambda: dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV)))
-    expect_error("dtype", lambda: dist.all_reduce(torch.ones(4, device=DEV, dtype=(torch.float32, torch.float64)[RANK])))
+    expect_error(
+        "dtype", lambda: dist.all_reduce(torch.ones(4, device=DEV, dtype=(torch.float32, torch.float64)[RANK]))
+    )
     expect_error("shape", lambda: dist.all_reduce(torch.ones((2, 3) if RANK == 0 else (3, 2), device=DEV)))
     expect_error("root", lambda: dist.broadcast(torch.ones(4, device=DEV), src=RANK))
-    expect_error("operation", lambda: dist.all_reduce(torch.ones(4, device=DEV)) if RANK == 0 else
-                 dist.broadcast(torch.ones(4, device=DEV), src=0))
-    expect_error("all_gather input", lambda: dist.all_gather(
-        [torch.empty(3, device=DEV) for _ in range(2)], torch.ones(3 + RANK, device=DEV)))
+    expect_error(
+        "operation",
+        lambda: (
+            dist.all_reduce(torch.ones(4, device=DEV))
+            if RANK == 0
+            else dist.broadcast(torch.ones(4, device=DEV), src=0)
+        ),
+    )
+    expect_error(
+        "all_gather input",
+        lambda: dist.all_gather([torch.empty(3, device=DEV) for _ in range(2)], torch.ones(3 + RANK, device=DEV)),
+    )
     # Arguments gloo checks on one rank only (the root's list, a rank's all-to-all lists): refused on that rank
     # before the agreement, so that every rank fails at once instead of waiting for the group's timeout.
-    expect_error("gather root list length", lambda: dist.gather(
-        torch.ones(3, device=DEV), [torch.empty(3, device=DEV) for _ in range(3)] if RANK == 0 else None, dst=0))
-    expect_error("gather root list shape", lambda: dist.gather(
-        torch.ones(3, device=DEV), [torch.empty(3 + i, device=DEV) for i in range(2)] if RANK == 0 else None, dst=0))
-    expect_error("scatter root list length", lambda: dist.scatter(
-        torch.empty(3, device=DEV), [torch.ones(3, device=DEV)] if RANK == 1 else None, src=1))
-    expect_error("all_to_all uneven", lambda: dist.all_to_all(
-        [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2, device=DEV) for _ in range(2)]))
-    expect_error("all_to_all list length", lambda: dist.all_to_all(
-        [torch.empty(2, device=DEV) for _ in range(3)], [torch.ones(2, device=DEV) for _ in range(3)]))
-    expect_error("all_to_all sizes across ranks", lambda: dist.all_to_all(
-        [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2 + RANK, device=DEV) for _ in range(2)]))
+    expect_error(
+        "gather root list length",
+        lambda: dist.gather(
+            torch.ones(3, device=DEV), [torch.empty(3, device=DEV) for _ in range(3)] if RANK == 0 else None, dst=0
+        ),
+    )
+    expect_error(
+        "gather root list shape",
+        lambda: dist.gather(
+            torch.ones(3, device=DEV), [torch.empty(3 + i, device=DEV) for i in range(2)] if RANK == 0 else None, dst=0
+        ),
+    )
+    expect_error(
+        "scatter root list length",
+        lambda: dist.scatter(torch.empty(3, device=DEV), [torch.ones(3, device=DEV)] if RANK == 1 else None, src=1),
+    )
+    expect_error(
+        "all_to_all uneven",
+        lambda: dist.all_to_all(
+            [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2, device=DEV) for _ in range(2)]
+        ),
+    )
+    expect_error(
+        "all_to_all list length",
+        lambda: dist.all_to_all(
+            [torch.empty(2, device=DEV) for _ in range(3)], [torch.ones(2, device=DEV) for _ in range(3)]
+        ),
+    )
+    expect_error(
+        "all_to_all sizes across ranks",
+        lambda: dist.all_to_all(
+            [torch.empty(2 + RANK, device=DEV) for _ in range(2)], [torch.ones(2 + RANK, device=DEV) for _ in range(2)]
+        ),
+    )
     # An asynchronous collective returns before the other ranks make the call (the agreement waits for them
     # off the calling thread): rank 1 calls only once rank 0's call has returned.
     store = dist.distributed_c10d._get_default_store()
@@ -81,9 +114,13 @@ def mismatch():
     # openreg devices or on openreg and the CPU in one call (orccl's check).
     expect_error("cpu tensor", lambda: dist.all_reduce(torch.ones(4)))
     expect_error("sparse tensor", lambda: dist.all_reduce(torch.ones(4, device=DEV).to_sparse()))
-    expect_error("two devices", lambda: dist.all_gather(
-        [torch.empty(2, device=DEV), torch.empty(2, device=torch.device("openreg", 1 - RANK))],
-        torch.ones(2, device=DEV)))
+    expect_error(
+        "two devices",
+        lambda: dist.all_gather(
+            [torch.empty(2, device=DEV), torch.empty(2, device=torch.device("openreg", 1 - RANK))],
+            torch.ones(2, device=DEV),
+        ),
+    )
     expect_error("cpu output", lambda: dist.all_gather([torch.empty(2), torch.empty(2)], torch.ones(2, device=DEV)))
     t = torch.full((3,), RANK + 1.0, device=DEV)
     dist.all_reduce(t)
@@ -119,8 +156,9 @@ def repeated():
     repeated_all_reduce(4)
     expect_error("repeated numel", lambda: dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV)))
     repeated_all_reduce(4)
-    expect_error("repeated dtype", lambda: dist.all_reduce(
-        torch.ones(4, device=DEV, dtype=(torch.float32, torch.int32)[RANK])))
+    expect_error(
+        "repeated dtype", lambda: dist.all_reduce(torch.ones(4, device=DEV, dtype=(torch.float32, torch.int32)[RANK]))
+    )
     repeated_all_reduce(4)
     work = dist.all_reduce(torch.ones(4 + 1000 * RANK, device=DEV), async_op=True)
     future = work.get_future()
@@ -145,18 +183,27 @@ def repeated():
             repeated_all_reduce(4, times=1)
             repeated_all_reduce(4, times=1, dtype=torch.int64)
     names = [event.name for event in profile.events()]
-    report(case="gloo works of six repeated calls", all_reduce=names.count("gloo:all_reduce"),
-           all_gather=names.count("gloo:all_gather"))
-    report(case="half and bfloat16 sums", equal=repeated_all_reduce(5, dtype=torch.float16)
-           and repeated_all_reduce(5, dtype=torch.bfloat16))
+    report(
+        case="gloo works of six repeated calls",
+        all_reduce=names.count("gloo:all_reduce"),
+        all_gather=names.count("gloo:all_gather"),
+    )
+    report(
+        case="half and bfloat16 sums",
+        equal=repeated_all_reduce(5, dtype=torch.float16) and repeated_all_reduce(5, dtype=torch.bfloat16),
+    )
     repeated_all_reduce(4)
-    expect_error("repeated reduction", lambda: dist.all_reduce(
-        torch.ones(4, device=DEV), op=(dist.ReduceOp.SUM, dist.ReduceOp.MAX)[RANK]))
+    expect_error(
+        "repeated reduction",
+        lambda: dist.all_reduce(torch.ones(4, device=DEV), op=(dist.ReduceOp.SUM, dist.ReduceOp.MAX)[RANK]),
+    )
     report(case="after the reduction error", equal=repeated_all_reduce(4))
     # A call gloo refuses (an output of the wrong size), repeated: gloo's error each time, on every rank.
     for i in range(3):
-        expect_error(f"repeated refusal {i}", lambda: dist.all_gather_into_tensor(
-            torch.empty(3, device=DEV), torch.ones(2, device=DEV)))
+        expect_error(
+            f"repeated refusal {i}",
+            lambda: dist.all_gather_into_tensor(torch.empty(3, device=DEV), torch.ones(2, device=DEV)),
+        )
     report(case="after the refusals", equal=repeated_all_reduce(4))
     # Other repeated collectives, against the CPU's arithmetic.
     ok = True
@@ -171,7 +218,7 @@ def repeated():
         ok = ok and torch.equal(gathered.cpu(), expected)
         out = torch.empty(3, device=DEV)
         dist.reduce_scatter_tensor(out, (torch.arange(3.0 * world) + RANK + i).to(DEV))
-        expected = sum(torch.arange(3.0 * world) + r + i for r in range(world))[3 * RANK:3 * RANK + 3]
+        expected = sum(torch.arange(3.0 * world) + r + i for r in range(world))[3 * RANK : 3 * RANK + 3]
         ok = ok and torch.equal(out.cpu(), expected)
     report(case="broadcast, all_gather_into_tensor, reduce_scatter_tensor", equal=ok)
     dist.destroy_process_group()
@@ -190,8 +237,12 @@ def killed():
             dist.all_reduce(t)
         report(error=None, message="", seconds=time.monotonic() - start, timeout=timeout.total_seconds())
     except Exception as error:
-        report(error=type(error).__name__, message=str(error), seconds=time.monotonic() - start,
-               timeout=timeout.total_seconds())
+        report(
+            error=type(error).__name__,
+            message=str(error),
+            seconds=time.monotonic() - start,
+            timeout=timeout.total_seconds(),
+        )
     os._exit(0)  # the group is broken: skip its teardown
 
 

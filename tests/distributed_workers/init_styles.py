@@ -1,6 +1,7 @@
 """init_process_group as CUDA users write it under torchrun, one style after another in one job: no backend
 (openreg is the accelerator), "orccl", "cpu:gloo,openreg:orccl". Reports, per style, the device the rank
 bound, the group's backends and an all_reduce result."""
+
 import os
 import sys
 from pathlib import Path

@@ -2,6 +2,7 @@
 PRECISION``; Lightning starts the second rank by running this script again. Each rank prints ``RESULT <json>``:
 its root device, the process group's backend, the (device, dtype) the first layer produced, and the trained
 parameters' bytes."""
+
 import json
 import os
 import sys

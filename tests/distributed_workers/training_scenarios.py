@@ -8,6 +8,7 @@ result per scenario: {"scenario", "ok", "detail"}. The CPU run is the reference:
 sides are gloo's, so the two runs must agree bit for bit. Scenarios that can also be checked against a
 single-process computation do so inside the scenario. DIR holds the checkpoints.
 """
+
 import argparse
 import os
 import sys
@@ -57,11 +58,15 @@ def assert_identical(actual, expected, path="result"):
     if isinstance(expected, torch.Tensor):
         check(isinstance(actual, torch.Tensor), f"{path}: {type(actual).__name__} instead of a tensor")
         for what in ("dtype", "shape"):
-            check(getattr(actual, what) == getattr(expected, what),
-                  f"{path}: {what} {getattr(actual, what)} != {getattr(expected, what)}")
+            check(
+                getattr(actual, what) == getattr(expected, what),
+                f"{path}: {what} {getattr(actual, what)} != {getattr(expected, what)}",
+            )
         check(actual.stride() == expected.stride(), f"{path}: strides {actual.stride()} != {expected.stride()}")
-        check(torch.equal(actual, expected), f"{path}: values differ, largest difference "
-              f"{(actual.double() - expected.double()).abs().max().item():.3g}")
+        check(
+            torch.equal(actual, expected),
+            f"{path}: values differ, largest difference {(actual.double() - expected.double()).abs().max().item():.3g}",
+        )
     elif isinstance(expected, dict):
         check(isinstance(actual, dict) and actual.keys() == expected.keys(), f"{path}: keys differ")
         for key in expected:
@@ -107,8 +112,10 @@ def make_model(device, seed=0, **kwargs):
 def global_batches(steps, batch=8 * 4, features=32, classes=8, seed=1):
     """The same global batches on every rank; a rank trains on its contiguous slice."""
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g))
-            for _ in range(steps)]
+    return [
+        (torch.randn(batch, features, generator=g), torch.randint(0, classes, (batch,), generator=g))
+        for _ in range(steps)
+    ]
 
 
 def local_slice(tensor):
@@ -179,8 +186,13 @@ def ddp_scenario(name):
             check(all(all(step) for step in grads_are_views), f"{device}: gradients are not bucket views")
         if name == "ddp_find_unused_parameters":
             check(model.unused_head.weight.grad is None, f"{device}: the unused head got a gradient")
-        return {"losses": losses, "params": dict(model.named_parameters()), "grads_are_views": grads_are_views,
-                "buckets": buckets, "timings": timings}
+        return {
+            "losses": losses,
+            "params": dict(model.named_parameters()),
+            "grads_are_views": grads_are_views,
+            "buckets": buckets,
+            "timings": timings,
+        }
 
     return run
 
@@ -203,8 +215,13 @@ def dtensor(device):
     check(product.placements == (Partial(),), f"{device}: mm of Shard(1) by Shard(0) is {product.placements}")
     assert_close(product.full_tensor().cpu(), full @ full.t(), f"{device}: Partial -> full_tensor")
     scattered = product.redistribute(mesh, [Shard(0)])
-    return {"sharded": sharded.to_local(), "replicated": replicated.to_local(), "columns": columns.to_local(),
-            "product": product.full_tensor(), "reduce_scattered": scattered.to_local()}
+    return {
+        "sharded": sharded.to_local(),
+        "replicated": replicated.to_local(),
+        "columns": columns.to_local(),
+        "product": product.full_tensor(),
+        "reduce_scattered": scattered.to_local(),
+    }
 
 
 def fsdp2_mixed_precision(device):
@@ -301,12 +318,12 @@ def dataloader_distributed_sampler(device):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     g = torch.Generator().manual_seed(3)
-    dataset = TensorDataset(torch.randn(37, 32, generator=g), torch.randint(0, 8, (37,), generator=g),
-                            torch.arange(37))
+    dataset = TensorDataset(torch.randn(37, 32, generator=g), torch.randint(0, 8, (37,), generator=g), torch.arange(37))
     sampler = DistributedSampler(dataset, shuffle=True, seed=5)
     # pin_memory pins for the current accelerator; the worker process only produces CPU batches.
-    loader = DataLoader(dataset, batch_size=5, sampler=sampler, num_workers=1,
-                        pin_memory=device != "cpu", persistent_workers=True)
+    loader = DataLoader(
+        dataset, batch_size=5, sampler=sampler, num_workers=1, pin_memory=device != "cpu", persistent_workers=True
+    )
     model = make_model(device)
     ddp = DDP(model, device_ids=None if device == "cpu" else [LOCAL_RANK])
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -333,13 +350,15 @@ def dataloader_distributed_sampler(device):
 
 
 SCENARIOS = {name: ddp_scenario(name) for name in DDP_CONFIGS}
-SCENARIOS.update({
-    "dtensor": dtensor,
-    "fsdp2_mixed_precision": fsdp2_mixed_precision,
-    "tensor_parallel": tensor_parallel,
-    "distributed_checkpoint": distributed_checkpoint,
-    "dataloader_distributed_sampler": dataloader_distributed_sampler,
-})
+SCENARIOS.update(
+    {
+        "dtensor": dtensor,
+        "fsdp2_mixed_precision": fsdp2_mixed_precision,
+        "tensor_parallel": tensor_parallel,
+        "distributed_checkpoint": distributed_checkpoint,
+        "dataloader_distributed_sampler": dataloader_distributed_sampler,
+    }
+)
 
 
 def main():

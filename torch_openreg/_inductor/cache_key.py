@@ -12,6 +12,7 @@ changes nothing in the graph (torch 2.13 does not run backend passes; a later
 torch that does runs a no-op): it exists for its uuid, the hash of the
 package's sources.
 """
+
 import functools
 import pathlib
 

@@ -11,17 +11,22 @@ they mean for ``backend="inductor"``.
 Its graphs must be openreg graphs: a tensor input on another device (a model
 left on the CPU) raises, instead of quietly compiling for that device.
 """
+
 import torch
 
 _DEVICE = "openreg"
 
 
 def openreg(gm, example_inputs, mode=None, options=None):
-    elsewhere = sorted({
-        str(t.device)
-        for t in example_inputs
-        if isinstance(t, torch.Tensor) and t.device.type != _DEVICE and not (t.device.type == "cpu" and t.dim() == 0)
-    })
+    elsewhere = sorted(
+        {
+            str(t.device)
+            for t in example_inputs
+            if isinstance(t, torch.Tensor)
+            and t.device.type != _DEVICE
+            and not (t.device.type == "cpu" and t.dim() == 0)
+        }
+    )
     if elsewhere:
         raise ValueError(
             f"torch.compile(backend={_DEVICE!r}) compiles graphs whose tensors are on {_DEVICE}; this graph has "

@@ -5,8 +5,13 @@ device and stream, streams and events inside compiled regions, synchronize,
 and the device properties Inductor sizes its kernels with
 (``multi_processor_count``: openreg's kernels run on the host's cores).
 """
+
 import torch
-from torch._dynamo.device_interface import DeviceInterface, caching_worker_current_devices, caching_worker_device_properties
+from torch._dynamo.device_interface import (
+    DeviceInterface,
+    caching_worker_current_devices,
+    caching_worker_device_properties,
+)
 
 from .. import openreg as _openreg
 

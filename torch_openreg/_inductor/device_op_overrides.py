@@ -3,6 +3,7 @@
 around a graph, synchronize, the raw stream. The C++-wrapper snippets keep the
 base class's ``NotImplementedError``: openreg compiles with the Python wrapper
 only (``cpp_wrapper.py``)."""
+
 from textwrap import dedent
 
 from torch._inductor.codegen.common import DeviceOpOverrides

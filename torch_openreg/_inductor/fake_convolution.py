@@ -19,6 +19,7 @@ Every other device keeps FakeTensor's own rule.
 
 Installed once, when torch_openreg is imported (registration.py).
 """
+
 import functools
 
 import torch

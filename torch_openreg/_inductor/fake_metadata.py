@@ -14,6 +14,7 @@ no BackendMeta of its own: the entries are read from the tensor it wraps.
 Installed once, after ``torch._subclasses.fake_tensor`` is imported
 (registration.py).
 """
+
 import functools
 
 import torch
@@ -36,8 +37,11 @@ def _with_backend_metadata(from_real_tensor):
     def from_real_tensor_openreg(self, fake_mode, t, *args, **kwargs):
         fake = from_real_tensor(self, fake_mode, t, *args, **kwargs)
         if t.device.type == _DEVICE and not t.is_sparse and not t.is_nested:
-            entries = {key: value for key, value in torch._utils.get_tensor_metadata(_holder(t)).items()
-                       if key not in _PYTORCH_KEYS}
+            entries = {
+                key: value
+                for key, value in torch._utils.get_tensor_metadata(_holder(t)).items()
+                if key not in _PYTORCH_KEYS
+            }
             if entries:
                 torch._utils.set_tensor_metadata(fake, entries)
         return fake

@@ -11,6 +11,7 @@ compares the generated CPU code with and without torch_openreg).
 
 Installed once, with the Inductor backend (registration.py).
 """
+
 import functools
 import types
 

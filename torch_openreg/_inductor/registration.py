@@ -25,6 +25,7 @@ that needs it has been imported:
 
 Only this module is imported with the package; it imports nothing of torch.
 """
+
 from .._after_import import after_import
 
 _DEVICE = "openreg"

@@ -9,6 +9,7 @@ and an openreg tensor's pointer is a device address, so every call goes through
 hands the kernel host views of the memory for exactly the call's duration, in
 the current stream's order. ``TORCH_LOGS=output_code`` shows these calls.
 """
+
 import warnings
 
 from torch._inductor import config

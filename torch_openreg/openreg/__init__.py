@@ -3,6 +3,7 @@
 Public names are exactly ``__all__``; docs/cuda-parity.md maps every public
 name of ``torch.cuda`` to its openreg counterpart or says why there is none.
 """
+
 from .. import _C
 from . import amp, graphs, memory, profiler, random, streams
 from ._device_properties import get_device_capability, get_device_name, get_device_properties
@@ -170,6 +171,8 @@ def set_sync_debug_mode(debug_mode) -> None:
 def get_sync_debug_mode() -> int:
     """The mode set by ``set_sync_debug_mode``: 0 (off), 1 (warn) or 2 (error)."""
     return _C._get_sync_debug_mode()
+
+
 def ipc_collect() -> None:
     """Frees the device memory of openreg tensors this process sent to other
     processes, freed here, and since released by every receiver (as

@@ -6,6 +6,7 @@ host's cores, so ``multi_processor_count`` is the number of cores this process
 may run on. The compute capability is the simulated architecture's version,
 1.0; no kernel depends on it.
 """
+
 import os
 import uuid
 

@@ -1,6 +1,7 @@
 """Lazy initialization of openreg, as ``torch.cuda`` does it: the runtime
 starts at first use (PyTorch calls ``_lazy_init`` before the first device
 tensor), once per process, and never in a child forked after it started."""
+
 import atexit
 import sys
 import threading

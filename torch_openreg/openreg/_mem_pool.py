@@ -2,6 +2,7 @@
 ``torch.cuda.use_mem_pool`` (csrc/runtime/OpenRegMemPool.cpp). Exported by
 ``torch.openreg.memory``.
 """
+
 import contextlib
 import sys
 from typing import Any
@@ -26,7 +27,9 @@ class MemPool:
 
     def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
         if allocator is not None:
-            raise NotImplementedError("openreg MemPool: pluggable allocators are not supported (allocator must be None)")
+            raise NotImplementedError(
+                "openreg MemPool: pluggable allocators are not supported (allocator must be None)"
+            )
         if use_on_oom:
             raise NotImplementedError("openreg MemPool: use_on_oom=True is not supported")
         self._id = _C._mempool_new_id(True)

@@ -4,6 +4,7 @@ format (``torch.cuda.memory._record_memory_history``, ``_snapshot``,
 csrc/runtime/OpenRegMemoryHistory.cpp, the snapshot dictionary
 csrc/python/MemorySnapshot.cpp. Exported by ``torch.openreg.memory``.
 """
+
 import functools
 import inspect
 import pickle

@@ -2,6 +2,7 @@
 and ``change_current_allocator`` (csrc/runtime/OpenRegPluggableAllocator.cpp).
 Exported by ``torch.openreg.memory``.
 """
+
 import ctypes
 
 from .. import _C
@@ -42,5 +43,7 @@ def change_current_allocator(allocator: _OpenRegAllocator) -> None:
     statistics, snapshot, history, MemPool, memory fraction, caching toggle
     and IPC functions then raise, since they describe the caching allocator."""
     if not isinstance(allocator, OpenRegPluggableAllocator):
-        raise TypeError(f"change_current_allocator: expected an OpenRegPluggableAllocator, got {type(allocator).__name__}")
+        raise TypeError(
+            f"change_current_allocator: expected an OpenRegPluggableAllocator, got {type(allocator).__name__}"
+        )
     _C._change_current_allocator(allocator._alloc_fn, allocator._free_fn)

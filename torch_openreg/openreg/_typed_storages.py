@@ -7,6 +7,7 @@ and ``torch.openreg.FloatStorage(n)`` look the class up by name on
 ``torch.openreg``. The set is torch.cuda's: one class per legacy dtype name,
 quantized dtypes excluded.
 """
+
 import torch
 from torch._utils import classproperty
 from torch.storage import _dtype_to_storage_type_map, _LegacyStorage, _warn_typed_storage_removal

@@ -7,6 +7,7 @@ the names below are the deprecated ``torch.cuda.amp`` spellings, kept for code
 written against them: they warn as ``torch.cuda.amp`` does and forward to
 ``torch.amp`` with ``device_type="openreg"``.
 """
+
 import functools
 
 import torch
@@ -36,8 +37,7 @@ def amp_definitely_not_available() -> bool:
 
 
 @deprecated(
-    "`torch.openreg.amp.autocast(args...)` is deprecated. "
-    "Please use `torch.amp.autocast('openreg', args...)` instead.",
+    "`torch.openreg.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('openreg', args...)` instead.",
     category=FutureWarning,
 )
 class autocast(torch.amp.autocast_mode.autocast):

@@ -5,6 +5,7 @@ the operator calls issued to the capture stream, replay calls them again on the
 same tensors) with ``CUDAGraph``'s methods; ``graph`` and
 ``make_graphed_callables`` are torch.cuda's helpers over it.
 """
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -43,8 +44,9 @@ class graph:
 
     default_capture_stream: Stream | None = None
 
-    def __init__(self, openreg_graph: OpenRegGraph, pool=None, stream: Stream | None = None,
-                 capture_error_mode: str = "global"):
+    def __init__(
+        self, openreg_graph: OpenRegGraph, pool=None, stream: Stream | None = None, capture_error_mode: str = "global"
+    ):
         if stream is None and graph.default_capture_stream is None:
             graph.default_capture_stream = Stream()
         self.openreg_graph = openreg_graph
@@ -67,8 +69,9 @@ class graph:
             self._stream_context.__exit__(*exc_info)
 
 
-def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
-                           pool=None):
+def make_graphed_callables(
+    callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False, pool=None
+):
     """Graphed versions of callables (functions or ``nn.Module``\\ s), as
     ``torch.cuda.make_graphed_callables``: each callable's forward and backward
     are captured once with ``sample_args`` (after ``num_warmup_iters`` warm-up

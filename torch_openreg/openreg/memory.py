@@ -9,6 +9,7 @@ Memory history and snapshots (``_memory_history.py``), private pools
 (``_mem_pool.py``) and the pluggable allocator (``_pluggable_allocator.py``)
 have modules of their own; this module exports their names too.
 """
+
 import collections
 import contextlib
 import warnings
@@ -174,7 +175,9 @@ def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
             f"an openreg runtime stream handle, got {stream!r}"
         )
     if stream.device_index != index:
-        raise ValueError(f"caching_allocator_alloc: the stream is on openreg:{stream.device_index}, not openreg:{index}")
+        raise ValueError(
+            f"caching_allocator_alloc: the stream is on openreg:{stream.device_index}, not openreg:{index}"
+        )
     return _C._caching_allocator_alloc(size, index, stream.stream_id)
 
 
@@ -323,7 +326,11 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
         double_rule,
         "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
     ]
-    pools = [("all", None)] if abbreviated else [("all", None), ("large_pool", "from large pool"), ("small_pool", "from small pool")]
+    pools = (
+        [("all", None)]
+        if abbreviated
+        else [("all", None), ("large_pool", "from large pool"), ("small_pool", "from small pool")]
+    )
     for key, label, is_size in _SUMMARY_POOL_METRICS:
         formatter = _summary_size if is_size else _summary_count
         lines.append(rule)

@@ -11,6 +11,7 @@ profiler recording, ranges cost a push and a pop on a per-thread stack.
 Ranges nest per thread: ``range_pop`` closes the innermost range this thread
 opened, on the stream it was opened on.
 """
+
 import contextlib
 
 from .. import _C

@@ -5,6 +5,7 @@ gives the numbers the CPU gives for it. Seeding before openreg is initialized
 is deferred to initialization (``torch.manual_seed`` at import time must not
 start the device).
 """
+
 from collections.abc import Iterable
 
 import torch

@@ -3,6 +3,7 @@
 Both are ``torch.Stream`` / ``torch.Event`` (the device-generic classes whose
 behaviour the C++ device guard provides), specialized to openreg.
 """
+
 import torch
 
 from .. import _C

@@ -13,6 +13,7 @@ registrations from it, and importing this package registers the rest
 - ``_extra``: where the separately built operator library lives
   (``extra_ops_path``, namespace ``openreg_extra``, loaded only on request).
 """
+
 from ._extra import extra_ops_path
 from ._registration import register_python_side
 

@@ -1,4 +1,5 @@
 """Location of the separately built operator library (csrc/extra_ops/)."""
+
 import os
 
 _LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libopenreg_extra_ops.so")

@@ -13,6 +13,7 @@ checks, and results laid out as ATen's elementwise kernels lay them out
 (csrc/custom/FlatView.cpp), traced through the ATen view it calls.
 
 """
+
 import torch
 
 from ._device_check import check_same_device

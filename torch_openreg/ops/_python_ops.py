@@ -14,6 +14,7 @@ backend runs on the device; a vendor's kernel would call its device library
 there. Both kernels of an operator share their arithmetic so that the devices
 agree bit for bit.
 """
+
 import torch
 from torch import Tensor
 from ._device_check import check_same_device
@@ -74,7 +75,9 @@ def smooth_clamp_backward(ctx, grad: Tensor):
 def _check_accumulate(acc: Tensor, x: Tensor) -> None:
     op = "openreg_py::accumulate_"
     check_same_device(op, acc, x)
-    torch._check(acc.dtype == x.dtype, lambda: f"{op}: expected acc and x of one dtype, but got {acc.dtype} and {x.dtype}")
+    torch._check(
+        acc.dtype == x.dtype, lambda: f"{op}: expected acc and x of one dtype, but got {acc.dtype} and {x.dtype}"
+    )
     torch._check(
         torch.broadcast_shapes(acc.shape, x.shape) == acc.shape,
         lambda: f"{op}: x of shape {tuple(x.shape)} does not broadcast to acc of shape {tuple(acc.shape)}",

@@ -13,6 +13,7 @@ The generated C++ names this module as the one that registers the fake kernels
 ``torch_openreg`` was imported, and checks that ``register_fake`` is called
 from here.
 """
+
 import importlib
 import os
 

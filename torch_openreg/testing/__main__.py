@@ -2,6 +2,7 @@
 OptimizerInfo optimizers (optim) run on the device and on the CPU and compared case by case; compile runs the OpInfo
 operators through torch.compile on the device against eager CPU; external runs a PyTorch device-generic test file for
 the device; fuzz runs random operator programs on both and compares them bit for bit. Details: docs/testing.md."""
+
 import argparse
 import importlib
 import itertools
@@ -42,12 +43,16 @@ def _parser():
 
     ops = suite_command("opinfo", "op_db operators against the CPU", "--ops", defaults.OPINFO_DTYPES)
     ops.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
-    compiled = suite_command("compile", "op_db operators through torch.compile against eager CPU", "--ops",
-                             defaults.COMPILE_DTYPES)
+    compiled = suite_command(
+        "compile", "op_db operators through torch.compile against eager CPU", "--ops", defaults.COMPILE_DTYPES
+    )
     compiled.add_argument("--max-samples", type=int, metavar="N", help="at most N sample inputs per operator and dtype")
-    compiled.add_argument("--backend", type=_compile_backend, default=defaults.COMPILE_BACKEND,
-                          help=f"torch.compile backend for the device (default {defaults.COMPILE_BACKEND}; "
-                          "the CPU always uses inductor)")
+    compiled.add_argument(
+        "--backend",
+        type=_compile_backend,
+        default=defaults.COMPILE_BACKEND,
+        help=f"torch.compile backend for the device (default {defaults.COMPILE_BACKEND}; the CPU always uses inductor)",
+    )
     suite_command("modules", "module_db modules against the CPU", "--modules", defaults.MODULE_DTYPES)
     suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", defaults.OPTIMIZER_DTYPES)
 
@@ -55,18 +60,26 @@ def _parser():
     ext.add_argument("path", help="test file (or directory) using instantiate_device_type_tests")
     ext.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest -k expression")
     ext.add_argument("--shard", type=shard.parse, metavar="I/N", help="run the I-th of N slices of the tests")
-    ext.add_argument("--bypass-device-restrictions", action="store_true",
-                     help="run @onlyOn / @onlyCUDA tests on openreg too")
+    ext.add_argument(
+        "--bypass-device-restrictions", action="store_true", help="run @onlyOn / @onlyCUDA tests on openreg too"
+    )
     ext.epilog = "Other options are passed to pytest."
 
     fuzz = commands.add_parser("fuzz", help="random operator programs against the CPU, divergences shrunk")
     fuzz.add_argument("--seconds", type=float, default=600.0, help="stop after this long (default 600)")
     fuzz.add_argument("--seed", type=int, default=0, help="the first seed; seeds follow in order (default 0)")
     fuzz.add_argument("--programs", type=int, metavar="N", help="stop after N programs")
-    fuzz.add_argument("--include-known", action="store_true",
-                      help="also generate the known divergences the default run leaves out (fuzz_known.KNOWN_DIVERGENCES)")
-    fuzz.add_argument("-v", "--verbose", action="store_true",
-                      help="print each seed before its program runs (the last one printed is the one a crash hit)")
+    fuzz.add_argument(
+        "--include-known",
+        action="store_true",
+        help="also generate the known divergences the default run leaves out (fuzz_known.KNOWN_DIVERGENCES)",
+    )
+    fuzz.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each seed before its program runs (the last one printed is the one a crash hit)",
+    )
     return parser
 
 
@@ -110,8 +123,9 @@ def _jobs(args):
     if args.command == "compile":
         compile_suite = _suite("compile")
         if args.quick:
-            return compile_suite.list_jobs(args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS,
-                                           args.backend)
+            return compile_suite.list_jobs(
+                args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS, args.backend
+            )
         return compile_suite.list_jobs(args.filter, args.dtypes, args.max_samples, backend=args.backend)
     if args.command == "modules":
         modules = _suite("modules")
@@ -138,7 +152,9 @@ def main(argv=None):
         if case is None:
             report.job_finished(len(jobs))
         else:
-            report.add(expected.apply(entries, {"suite": job["suite"], "name": job["name"], "dtype": job["dtype"], **case}))
+            report.add(
+                expected.apply(entries, {"suite": job["suite"], "name": job["name"], "dtype": job["dtype"], **case})
+            )
 
     print(f"{args.command}: {len(jobs)} jobs", flush=True)
     run_jobs(jobs, args.timeout, record)

@@ -1,4 +1,5 @@
 """Comparing openreg results with CPU results."""
+
 import math
 
 import torch

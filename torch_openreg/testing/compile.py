@@ -29,6 +29,7 @@ CPU where it has one (openreg runs Inductor's CPU code generator), as
 ``TestCase.assertEqual`` takes the larger of the two. Integer and bool
 results compare exactly.
 """
+
 import functools
 
 import torch
@@ -57,8 +58,11 @@ def iter_cases(job):
     """Yields ``(variant, sample_index, check)`` for the job, deterministically."""
     op = opinfo.ops_by_name()[job["name"]]
     dtype = getattr(torch, job["dtype"])
-    rule = {"exact": False, "metadata_only": op.name in opinfo.UNINITIALIZED_RESULT,
-            "tolerances": inductor_tolerances(op, dtype)}
+    rule = {
+        "exact": False,
+        "metadata_only": op.name in opinfo.UNINITIALIZED_RESULT,
+        "tolerances": inductor_tolerances(op, dtype),
+    }
     backend = job["backend"]
     for index, (_, parts) in enumerate(opinfo.sample_pairs(op, dtype, False, job["max_samples"])):
         forward = functools.partial(opinfo.call_sample, seed=index)
@@ -73,13 +77,17 @@ def inductor_tolerances(op, dtype):
     """``{"rtol", "atol"}`` of Inductor's OpInfo test for ``op`` at ``dtype`` on the CPU."""
     tolerances = dict(INDUCTOR_FLOAT32_TOLERANCES) if dtype == torch.float32 else _defaults(dtype)
     for info in op.decorators:
-        if not isinstance(info, DecorateInfo) or not info.is_active("TestInductorOpInfo", "test_comprehensive", "cpu", dtype, {}):
+        if not isinstance(info, DecorateInfo) or not info.is_active(
+            "TestInductorOpInfo", "test_comprehensive", "cpu", dtype, {}
+        ):
             continue
         for decorator in info.decorators:
             if isinstance(decorator, toleranceOverride) and dtype in decorator.d:
                 override = decorator.d[dtype]
-                tolerances = {"rtol": max(tolerances["rtol"], override.rtol),
-                              "atol": max(tolerances["atol"], override.atol)}
+                tolerances = {
+                    "rtol": max(tolerances["rtol"], override.rtol),
+                    "atol": max(tolerances["atol"], override.atol),
+                }
     return tolerances
 
 
@@ -137,12 +145,18 @@ def pair_summary(groups):
             statuses.add("cpu_differs" if differs else case["status"])
     counted = [statuses for statuses in pairs.values() if "cpu_differs" not in statuses and statuses != {"skipped"}]
     passing = sum(1 for statuses in counted if statuses <= {"passed", "skipped"})
-    return {"pairs": len(pairs), "pass_compiled_on_cpu": len(counted), "pass_on_openreg": passing,
-            "cpu_differs": sum(1 for statuses in pairs.values() if "cpu_differs" in statuses)}
+    return {
+        "pairs": len(pairs),
+        "pass_compiled_on_cpu": len(counted),
+        "pass_on_openreg": passing,
+        "cpu_differs": sum(1 for statuses in pairs.values() if "cpu_differs" in statuses),
+    }
 
 
 def summary_line(summary):
     counted, passing = summary["pass_compiled_on_cpu"], summary["pass_on_openreg"]
     rate = f"{100 * passing / counted:.2f}%" if counted else "n/a"
-    return (f"(op, dtype) pairs: {summary['pairs']}; {counted} pass compiled on the CPU, {passing} of them on "
-            f"{DEVICE} too ({rate}); {summary['cpu_differs']} differ from eager when compiled on the CPU (not counted)")
+    return (
+        f"(op, dtype) pairs: {summary['pairs']}; {counted} pass compiled on the CPU, {passing} of them on "
+        f"{DEVICE} too ({rate}); {summary['cpu_differs']} differ from eager when compiled on the CPU (not counted)"
+    )

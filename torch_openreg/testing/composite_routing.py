@@ -24,6 +24,7 @@ CPU's own kernel instead: ``csrc/aten/StructuredDefaults.cpp``). Whether CUDA ha
 ``native_functions.yaml`` (shipped with torch in ``torchgen``), since a CPU
 build registers no CUDA kernels.
 """
+
 import dataclasses
 import functools
 import os

@@ -9,6 +9,7 @@ the ``reason``. A listed case that
 fails counts as ``xfail``; a listed case that passes fails the run, so the
 list can only shrink.
 """
+
 import functools
 import json
 import os
@@ -63,5 +64,8 @@ def apply(entries, case):
         return case
     if case["status"] == "failed":
         return {**case, "status": "xfail", "reason": entry["reason"]}
-    return {**case, "status": "failed", "message": "unexpected success: remove the entry from expected_failures.json"
-            f" ({entry['reason']})"}
+    return {
+        **case,
+        "status": "failed",
+        "message": f"unexpected success: remove the entry from expected_failures.json ({entry['reason']})",
+    }

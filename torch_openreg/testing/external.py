@@ -5,6 +5,7 @@ registered before any test module imports ``common_device_type``), with
 ``PYTORCH_TESTING_DEVICE_ONLY_FOR=openreg`` and ``pytest_plugin`` loaded; the
 plugin names the classes ``...OPENREG``, applies the shard and writes the counts.
 """
+
 import json
 import os
 import subprocess
@@ -27,8 +28,18 @@ def run(path, keyword=None, shard=None, pytest_args=(), bypass_device_restrictio
         if bypass_device_restrictions:
             env[BYPASS_ENV] = "1"
         # -P: the working directory must not shadow the installed torch_openreg.
-        command = [sys.executable, "-P", "-c", PYTEST_MAIN, os.path.abspath(path), "-p", "torch_openreg.testing.pytest_plugin",
-                   "-p", "no:cacheprovider", "-q"]
+        command = [
+            sys.executable,
+            "-P",
+            "-c",
+            PYTEST_MAIN,
+            os.path.abspath(path),
+            "-p",
+            "torch_openreg.testing.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ]
         if keyword:
             command += ["-k", keyword]
         command += list(pytest_args)

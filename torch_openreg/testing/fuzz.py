@@ -7,6 +7,7 @@ line on each device (``run``), and every line's outcome (the value's dtype, shap
 state of every variable (in-place operators and ``out=`` mutate earlier values). The lines are the reproducer:
 ``fuzz_shrink`` removes and simplifies lines while the divergence persists and prints them as a script.
 """
+
 import random
 import warnings
 from dataclasses import dataclass
@@ -26,9 +27,20 @@ MAX_DIM = 4
 LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded", "channels_last")
 _SIZES = (1, 2, 3, 4, 5, 7)
 _INPUT_DTYPES = (
-    [torch.float32] * 6 + [torch.float64] * 2
-    + [torch.float16, torch.bfloat16, torch.int64, torch.int64, torch.int32, torch.uint8, torch.int8, torch.bool,
-       torch.bool, torch.complex64]
+    [torch.float32] * 6
+    + [torch.float64] * 2
+    + [
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int64,
+        torch.int32,
+        torch.uint8,
+        torch.int8,
+        torch.bool,
+        torch.bool,
+        torch.complex64,
+    ]
 )
 
 
@@ -104,8 +116,10 @@ class Input:
 
     @property
     def expression(self):
-        return (f"fuzz_input({self.shape}, {self.dtype}, {self.layout!r}, seed={self.seed}, "
-                f"requires_grad={self.requires_grad}, device=device)")
+        return (
+            f"fuzz_input({self.shape}, {self.dtype}, {self.layout!r}, seed={self.seed}, "
+            f"requires_grad={self.requires_grad}, device=device)"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,8 +196,12 @@ def generate(seed, operators=OPERATORS, exclusions=KNOWN_DIVERGENCES, extra=None
         except Reject:
             continue
         result, error = _evaluate(expression, scope)
-        if error is None and isinstance(result, torch.Tensor) and result.numel() <= MAX_NUMEL \
-                and result.dim() <= MAX_DIM:
+        if (
+            error is None
+            and isinstance(result, torch.Tensor)
+            and result.numel() <= MAX_NUMEL
+            and result.dim() <= MAX_DIM
+        ):
             line = Step(f"v{len(lines)}", operator.name, expression)
             values[line.name] = scope[line.name] = result
             lines.append(line)
@@ -192,7 +210,7 @@ def generate(seed, operators=OPERATORS, exclusions=KNOWN_DIVERGENCES, extra=None
 
 def _random_input(rng, name, base_shape):
     # Suffixes of one shape with some sizes set to 1, so that inputs broadcast against each other.
-    shape = tuple(size if rng.random() < 0.8 else 1 for size in base_shape[rng.randint(0, len(base_shape)):])
+    shape = tuple(size if rng.random() < 0.8 else 1 for size in base_shape[rng.randint(0, len(base_shape)) :])
     if rng.random() < 0.05:
         shape = shape[:-1] + (0,) if shape else (0,)
     dtype = rng.choice(_INPUT_DTYPES)
@@ -244,11 +262,12 @@ class Picker:
             return f"torch.tensor({self.number(value.dtype)})"
         if choice < 0.55:
             try:
-                return self.tensor(lambda other: _broadcasts(other.shape, value.shape)
-                                   and (dtype is None or other.dtype == dtype))
+                return self.tensor(
+                    lambda other: _broadcasts(other.shape, value.shape) and (dtype is None or other.dtype == dtype)
+                )
             except Reject:
                 pass
-        shape = list(value.shape[self.rng.randint(0, value.dim()):])
+        shape = list(value.shape[self.rng.randint(0, value.dim()) :])
         shape = [1 if self.rng.random() < 0.2 else size for size in shape]
         if dtype is None:
             dtype = value.dtype if self.rng.random() < 0.6 else self.rng.choice(_INPUT_DTYPES)
@@ -310,8 +329,16 @@ class Snapshot:
         if not isinstance(value, torch.Tensor):
             return cls(type(value).__name__, error=repr(value))
         data = value.detach().resolve_conj().resolve_neg().to("cpu", copy=True).contiguous()
-        return cls("tensor", value.device.type, value.dtype, tuple(value.shape), value.stride(),
-                   value.storage_offset(), value.requires_grad, data)
+        return cls(
+            "tensor",
+            value.device.type,
+            value.dtype,
+            tuple(value.shape),
+            value.stride(),
+            value.storage_offset(),
+            value.requires_grad,
+            data,
+        )
 
     def difference(self, expected):
         """None, or how this (openreg) snapshot differs from the CPU's ``expected``."""
@@ -324,9 +351,14 @@ class Snapshot:
         if self.kind != "tensor":
             return None if self.error == expected.error else f"openreg gave {self.error}, CPU gave {expected.error}"
         device = DEVICE if expected.device == "cpu" else expected.device
-        for field, want in (("device", device), ("dtype", expected.dtype), ("shape", expected.shape),
-                            ("stride", expected.stride), ("storage_offset", expected.storage_offset),
-                            ("requires_grad", expected.requires_grad)):
+        for field, want in (
+            ("device", device),
+            ("dtype", expected.dtype),
+            ("shape", expected.shape),
+            ("stride", expected.stride),
+            ("storage_offset", expected.storage_offset),
+            ("requires_grad", expected.requires_grad),
+        ):
             if getattr(self, field) != want:
                 return f"{field} {getattr(self, field)} on openreg, {want} on the CPU"
         mismatches = _bit_mismatches(self.data, expected.data)
@@ -384,8 +416,10 @@ def compare(program, extra=None):
     """The first ``Divergence`` between the CPU and openreg runs of ``program``, or None."""
     expected_lines, expected_final = run(program, "cpu", extra)
     actual_lines, actual_final = run(program, DEVICE, extra)
-    for final, expected_all, actual_all in ((False, expected_lines, actual_lines),
-                                            (True, expected_final, actual_final)):
+    for final, expected_all, actual_all in (
+        (False, expected_lines, actual_lines),
+        (True, expected_final, actual_final),
+    ):
         for index, (expected, actual) in enumerate(zip(expected_all, actual_all)):
             if expected is None and actual is None:
                 continue

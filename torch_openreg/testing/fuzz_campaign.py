@@ -1,4 +1,5 @@
 """Running many fuzzer programs: seeds in order until they or the time run out, each new divergence shrunk."""
+
 import time
 from dataclasses import dataclass
 

@@ -7,6 +7,7 @@ propose arguments that do not fit (mismatched shapes, dtypes) without checking e
 Nondeterministic operators are not listed; random operators are, since each device's generator is seeded alike
 and openreg's generators use the CPU's algorithm.
 """
+
 from dataclasses import dataclass
 
 import torch
@@ -45,8 +46,12 @@ def _real(value):
 
 def _call(p, function, operands, arguments="", method=True, inplace=False, out=False):
     """One of ``function(operands, arguments)``, the method, the in-place method or the ``out=`` form."""
-    variants = ["function"] + ["method"] * (method and function.startswith("torch.")) \
-        + ["inplace"] * bool(inplace) + ["out"] * bool(out)
+    variants = (
+        ["function"]
+        + ["method"] * (method and function.startswith("torch."))
+        + ["inplace"] * bool(inplace)
+        + ["out"] * bool(out)
+    )
     variant = p.rng.choice(variants)
     extra = ", ".join(filter(None, [", ".join(operands[1:]), arguments]))
     short = function.rsplit(".", 1)[1]
@@ -79,6 +84,7 @@ def _binary(function, where=_numeric, **variants):
 
 def _with_arguments(name, function, where, arguments, **variants):
     """An operator whose extra arguments depend on its first operand: ``arguments(p, name) -> str``."""
+
     def render(p):
         first = p.tensor(where)
         return _call(p, function, [first], arguments(p, first), **variants)
@@ -98,6 +104,7 @@ def _reduction(function, where=_numeric, keepdim=True, **variants):
 
 def _one_of_two(name, function, arguments):
     """Values or indices of an operator returning both (``torch.max(x, dim)``, ``torch.sort``, ...)."""
+
     def render(p):
         x = p.tensor(_real)
         return f"{function}({x}, {arguments(p, x)})[{p.rng.randint(0, 1)}]"
@@ -105,12 +112,57 @@ def _one_of_two(name, function, arguments):
     return Operator(name, render)
 
 
-UNARY = [_unary(f"torch.{name}") for name in (
-    "abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "erfinv",
-    "reciprocal", "floor", "ceil", "round", "trunc", "frac", "sign", "lgamma", "digamma", "i0", "sinc", "deg2rad",
-    "rad2deg", "square", "logit", "nan_to_num", "relu", "sgn", "positive",
-)] + [
+UNARY = [
+    _unary(f"torch.{name}")
+    for name in (
+        "abs",
+        "neg",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "sigmoid",
+        "erf",
+        "erfc",
+        "erfinv",
+        "reciprocal",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "frac",
+        "sign",
+        "lgamma",
+        "digamma",
+        "i0",
+        "sinc",
+        "deg2rad",
+        "rad2deg",
+        "square",
+        "logit",
+        "nan_to_num",
+        "relu",
+        "sgn",
+        "positive",
+    )
+] + [
     _unary("torch.abs", _numeric),
     _unary("torch.neg", lambda v: _numeric(v) and v.dtype != torch.uint8),
     _unary("torch.signbit", _real, inplace=False),
@@ -123,16 +175,30 @@ UNARY = [_unary(f"torch.{name}") for name in (
     _unary("torch.conj_physical", None),
 ]
 
-ACTIVATIONS = [_unary(f"F.{name}", inplace=False, out=False) for name in (
-    "relu6", "selu", "celu", "hardswish", "hardsigmoid", "softsign", "tanhshrink", "logsigmoid", "silu", "mish",
-    "elu",
-)] + [
-    _with_arguments("gelu", "F.gelu", _floating, lambda p, x: f"approximate={p.rng.choice(['none', 'tanh'])!r}",
-                    method=False),
+ACTIVATIONS = [
+    _unary(f"F.{name}", inplace=False, out=False)
+    for name in (
+        "relu6",
+        "selu",
+        "celu",
+        "hardswish",
+        "hardsigmoid",
+        "softsign",
+        "tanhshrink",
+        "logsigmoid",
+        "silu",
+        "mish",
+        "elu",
+    )
+] + [
+    _with_arguments(
+        "gelu", "F.gelu", _floating, lambda p, x: f"approximate={p.rng.choice(['none', 'tanh'])!r}", method=False
+    ),
     _with_arguments("leaky_relu", "F.leaky_relu", _floating, lambda p, x: p.rng.choice(["", "0.2"]), method=False),
     _with_arguments("hardtanh", "F.hardtanh", _floating, lambda p, x: "-0.5, 1.5", method=False),
-    _with_arguments("softplus", "F.softplus", _floating, lambda p, x: p.rng.choice(["", "beta=2, threshold=1"]),
-                    method=False),
+    _with_arguments(
+        "softplus", "F.softplus", _floating, lambda p, x: p.rng.choice(["", "beta=2, threshold=1"]), method=False
+    ),
     _with_arguments("hardshrink", "F.hardshrink", _floating, lambda p, x: "0.5", method=False),
     _with_arguments("softshrink", "F.softshrink", _floating, lambda p, x: "0.5", method=False),
     _with_arguments("threshold", "F.threshold", _floating, lambda p, x: "0.1, -2.0", method=False),
@@ -142,12 +208,48 @@ ACTIVATIONS = [_unary(f"F.{name}", inplace=False, out=False) for name in (
     _with_arguments("normalize", "F.normalize", _floating, lambda p, x: f"dim={p.dim(x)}", method=False),
 ]
 
-BINARY = [_binary(f"torch.{name}") for name in (
-    "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum",
-    "fmax", "fmin", "atan2", "hypot", "copysign", "nextafter", "xlogy", "logaddexp", "eq", "ne", "lt", "le", "gt",
-    "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "heaviside", "float_power",
-)] + [
+BINARY = [
+    _binary(f"torch.{name}")
+    for name in (
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "true_divide",
+        "floor_divide",
+        "remainder",
+        "fmod",
+        "pow",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "atan2",
+        "hypot",
+        "copysign",
+        "nextafter",
+        "xlogy",
+        "logaddexp",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "bitwise_left_shift",
+        "bitwise_right_shift",
+        "gcd",
+        "lcm",
+        "heaviside",
+        "float_power",
+    )
+] + [
     _binary("torch.add", arguments="alpha=2"),
     _binary("torch.sub", arguments="alpha=-1"),
     _binary("torch.div", arguments="rounding_mode='floor'"),
@@ -185,24 +287,44 @@ TERNARY = [
     _ternary("zero_", "{0}.zero_()", None),
 ]
 
-REDUCTIONS = [_reduction(f"torch.{name}", **variants) for name, variants in (
-    ("sum", {"out": True}), ("mean", {}), ("prod", {}), ("amax", {}), ("amin", {}), ("std", {}), ("var", {}),
-    ("nansum", {}), ("nanmean", {}), ("logsumexp", {}), ("count_nonzero", {"keepdim": False}),
-    ("cumsum", {"keepdim": False, "inplace": True}), ("cumprod", {"keepdim": False}),
-    ("argmax", {}), ("argmin", {}), ("all", {}), ("any", {}), ("norm", {}),
-)] + [
-    _one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}, {p.rng.random() < 0.5}")
-    for name in ("max", "min", "median", "mode", "sort")
-] + [
-    _one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}") for name in ("cummax", "cummin")
-] + [
-    _one_of_two("aminmax", "torch.aminmax", lambda p, x: f"dim={p.dim(x)}, keepdim={p.rng.random() < 0.5}"),
-    _one_of_two("topk", "torch.topk", lambda p, x: f"1, {p.dim(x)}"),
-    _one_of_two("kthvalue", "torch.kthvalue", lambda p, x: f"1, {p.dim(x)}"),
-    _with_arguments("argsort", "torch.argsort", _real, lambda p, x: f"dim={p.dim(x)}, stable=True"),
-    _with_arguments("sum.dtype", "torch.sum", None, lambda p, x: "dtype=torch.float64"),
-    _with_arguments("mean.dim", "torch.mean", _floating, lambda p, x: f"({p.dim(x)},), dtype=torch.float64"),
-]
+REDUCTIONS = (
+    [
+        _reduction(f"torch.{name}", **variants)
+        for name, variants in (
+            ("sum", {"out": True}),
+            ("mean", {}),
+            ("prod", {}),
+            ("amax", {}),
+            ("amin", {}),
+            ("std", {}),
+            ("var", {}),
+            ("nansum", {}),
+            ("nanmean", {}),
+            ("logsumexp", {}),
+            ("count_nonzero", {"keepdim": False}),
+            ("cumsum", {"keepdim": False, "inplace": True}),
+            ("cumprod", {"keepdim": False}),
+            ("argmax", {}),
+            ("argmin", {}),
+            ("all", {}),
+            ("any", {}),
+            ("norm", {}),
+        )
+    ]
+    + [
+        _one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}, {p.rng.random() < 0.5}")
+        for name in ("max", "min", "median", "mode", "sort")
+    ]
+    + [_one_of_two(f"{name}.dim", f"torch.{name}", lambda p, x: f"{p.dim(x)}") for name in ("cummax", "cummin")]
+    + [
+        _one_of_two("aminmax", "torch.aminmax", lambda p, x: f"dim={p.dim(x)}, keepdim={p.rng.random() < 0.5}"),
+        _one_of_two("topk", "torch.topk", lambda p, x: f"1, {p.dim(x)}"),
+        _one_of_two("kthvalue", "torch.kthvalue", lambda p, x: f"1, {p.dim(x)}"),
+        _with_arguments("argsort", "torch.argsort", _real, lambda p, x: f"dim={p.dim(x)}, stable=True"),
+        _with_arguments("sum.dtype", "torch.sum", None, lambda p, x: "dtype=torch.float64"),
+        _with_arguments("mean.dim", "torch.mean", _floating, lambda p, x: f"({p.dim(x)},), dtype=torch.float64"),
+    ]
+)
 
 
 def _view(name, template, where=None):
@@ -211,8 +333,14 @@ def _view(name, template, where=None):
         value = p[x]
         dims = list(range(value.dim()))
         p.rng.shuffle(dims)
-        return template.format(x, dim=p.dim(x), dim2=p.dim(x), perm=tuple(dims), n=max(value.shape[:1] or (1,)),
-                               half=(value.numel() - 1) // 2)
+        return template.format(
+            x,
+            dim=p.dim(x),
+            dim2=p.dim(x),
+            perm=tuple(dims),
+            n=max(value.shape[:1] or (1,)),
+            half=(value.numel() - 1) // 2,
+        )
 
     return Operator(name, render)
 
@@ -263,11 +391,27 @@ def _copying(name, template, where=None):
         x = p.tensor(where)
         value = p[x]
         dim = p.dim(x)
-        return template.format(x, other=p.partner(x, value.dtype), dim=dim, number=p.number(value.dtype),
-                               index=_index(p, x), positions=_positions(p, x, dim) if value.dim() else "",
-                               mask=f"({p.partner(x)} > 0)", fresh_like=p.fresh(tuple(value.shape), value.dtype),
-                               dtype=p.rng.choice(["torch.float32", "torch.float64", "torch.int64", "torch.bool",
-                                                   "torch.float16", "torch.bfloat16", "torch.int8"]))
+        return template.format(
+            x,
+            other=p.partner(x, value.dtype),
+            dim=dim,
+            number=p.number(value.dtype),
+            index=_index(p, x),
+            positions=_positions(p, x, dim) if value.dim() else "",
+            mask=f"({p.partner(x)} > 0)",
+            fresh_like=p.fresh(tuple(value.shape), value.dtype),
+            dtype=p.rng.choice(
+                [
+                    "torch.float32",
+                    "torch.float64",
+                    "torch.int64",
+                    "torch.bool",
+                    "torch.float16",
+                    "torch.bfloat16",
+                    "torch.int8",
+                ]
+            ),
+        )
 
     return Operator(name, render)
 
@@ -294,8 +438,10 @@ COPYING = [
     _copying("index_add", "{0}.index_add(0, torch.arange(1, device=device), {0}[:1])"),
     _copying("index_fill_", "{0}.index_fill_(0, {index}, {number})"),
     _copying("index_put", "{0}.index_put(({index},), torch.tensor({number}, dtype={0}.dtype, device=device))"),
-    _copying("index_put.accumulate",
-             "{0}.index_put(({index},), torch.tensor({number}, dtype={0}.dtype, device=device), accumulate=True)"),
+    _copying(
+        "index_put.accumulate",
+        "{0}.index_put(({index},), torch.tensor({number}, dtype={0}.dtype, device=device), accumulate=True)",
+    ),
     _copying("getitem.index", "{0}[{index}]"),
     _copying("getitem.mask", "{0}[{mask}]"),
     _copying("setitem.mask", "{0}.masked_fill_({mask}, {number})"),
@@ -332,10 +478,15 @@ def _matmul(name, template, where=_floating):
             raise Reject
         rows = value.shape[-1]
         n = p.rng.randint(1, 5)
-        return template.format(x, right=p.fresh((rows, n), value.dtype),
-                               batch_right=p.fresh(tuple(value.shape[:-2]) + (rows, n), value.dtype),
-                               vector=p.fresh((rows,), value.dtype), weight=p.fresh((n, rows), value.dtype),
-                               bias=p.fresh((n,), value.dtype), other=p.fresh(tuple(value.shape), value.dtype))
+        return template.format(
+            x,
+            right=p.fresh((rows, n), value.dtype),
+            batch_right=p.fresh(tuple(value.shape[:-2]) + (rows, n), value.dtype),
+            vector=p.fresh((rows,), value.dtype),
+            weight=p.fresh((n, rows), value.dtype),
+            bias=p.fresh((n,), value.dtype),
+            other=p.fresh(tuple(value.shape), value.dtype),
+        )
 
     return Operator(name, render)
 
@@ -361,13 +512,19 @@ def _nn(name, template, where=_floating, ndim=None):
         value = p[x]
         channels = value.shape[1] if value.dim() > 1 else 1
         last = value.shape[-1] if value.dim() else 1
-        return template.format(x, dtype=value.dtype, channels=channels, last=last, dim=p.dim(x),
-                               weight1=p.fresh((2, channels, 2), value.dtype),
-                               weight2=p.fresh((2, channels, 2, 2), value.dtype),
-                               per_channel=p.fresh((channels,), value.dtype, "contiguous"),
-                               affine=p.fresh((last,), value.dtype, "contiguous"),
-                               target=p.fresh(tuple(value.shape), value.dtype),
-                               classes=f"torch.remainder({p.fresh((value.shape[0] if value.dim() else 1,), torch.int64)}, {channels})")
+        return template.format(
+            x,
+            dtype=value.dtype,
+            channels=channels,
+            last=last,
+            dim=p.dim(x),
+            weight1=p.fresh((2, channels, 2), value.dtype),
+            weight2=p.fresh((2, channels, 2, 2), value.dtype),
+            per_channel=p.fresh((channels,), value.dtype, "contiguous"),
+            affine=p.fresh((last,), value.dtype, "contiguous"),
+            target=p.fresh(tuple(value.shape), value.dtype),
+            classes=f"torch.remainder({p.fresh((value.shape[0] if value.dim() else 1,), torch.int64)}, {channels})",
+        )
 
     return Operator(name, render)
 
@@ -383,11 +540,15 @@ NN = [
     _nn("layer_norm", "F.layer_norm({0}, ({last},), {affine}, {affine})"),
     _nn("layer_norm.plain", "F.layer_norm({0}, ({last},))"),
     _nn("batch_norm.eval", "F.batch_norm({0}, {per_channel}, {per_channel}.abs() + 1, training=False)", ndim=(2, 3, 4)),
-    _nn("batch_norm.train", "F.batch_norm({0}, None, None, {per_channel}, {per_channel}, training=True)",
-        ndim=(2, 3, 4)),
+    _nn(
+        "batch_norm.train", "F.batch_norm({0}, None, None, {per_channel}, {per_channel}, training=True)", ndim=(2, 3, 4)
+    ),
     _nn("group_norm", "F.group_norm({0}, 1)", ndim=(2, 3, 4)),
-    _nn("embedding", "F.embedding(torch.remainder({0}, 4).long(), torch.arange(12.0, device=device).view(4, 3))",
-        _integral),
+    _nn(
+        "embedding",
+        "F.embedding(torch.remainder({0}, 4).long(), torch.arange(12.0, device=device).view(4, 3))",
+        _integral,
+    ),
     _nn("mse_loss", "F.mse_loss({0}, {target})"),
     _nn("l1_loss", "F.l1_loss({0}, {target}, reduction='sum')"),
     _nn("smooth_l1_loss", "F.smooth_l1_loss({0}, {target})"),
@@ -413,13 +574,14 @@ def _grad(p):
     output = p.tensor(lambda v: v.requires_grad and v.dtype.is_floating_point)
     source = p.tensor(lambda v: v.requires_grad)
     value = p[output]
-    return (f"torch.autograd.grad({output}, {source}, {p.fresh(tuple(value.shape), value.dtype, 'contiguous')}, "
-            "retain_graph=True, allow_unused=True)[0]")
+    return (
+        f"torch.autograd.grad({output}, {source}, {p.fresh(tuple(value.shape), value.dtype, 'contiguous')}, "
+        "retain_graph=True, allow_unused=True)[0]"
+    )
 
 
 AUTOGRAD = [Operator("grad", _grad)] * 12
 
-OPERATORS = tuple(UNARY + ACTIVATIONS + BINARY + TERNARY + REDUCTIONS + VIEWS + COPYING + LINEAR_ALGEBRA + NN
-                  + AUTOGRAD)
-
-
+OPERATORS = tuple(
+    UNARY + ACTIVATIONS + BINARY + TERNARY + REDUCTIONS + VIEWS + COPYING + LINEAR_ALGEBRA + NN + AUTOGRAD
+)

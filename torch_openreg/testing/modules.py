@@ -7,6 +7,7 @@ a fixed seed, deep-copied to openreg, and both copies run forward and backward
 and input gradients are compared within ``torch.testing`` tolerances: a module
 chains many operators, and the operator suite already checks them bitwise.
 """
+
 import copy
 import functools
 import itertools
@@ -50,8 +51,7 @@ def iter_cases(job):
     dtype = getattr(torch, job["dtype"])
     for mode in MODES:
         torch.manual_seed(SEED)
-        inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True,
-                                         training=mode == "train")
+        inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True, training=mode == "train")
         for index, module_input in enumerate(itertools.islice(inputs, job["max_inputs"])):
             yield mode, index, functools.partial(_check, info.module_cls, dtype, module_input, mode == "train", index)
 
@@ -65,7 +65,9 @@ def _check(module_cls, dtype, module_input, training, seed):
     device_module = copy.deepcopy(cpu_module).to(DEVICE)
     forward = module_input.forward_input
     parts = (forward.args, forward.kwargs)
-    result = expect_same_outcome(lambda: _run(cpu_module, parts, seed), lambda: _run(device_module, to_device(parts), seed))
+    result = expect_same_outcome(
+        lambda: _run(cpu_module, parts, seed), lambda: _run(device_module, to_device(parts), seed)
+    )
     if result is not None:
         expected, actual = result
         assert_matches(actual, expected, exact=False)

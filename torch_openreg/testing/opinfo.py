@@ -15,6 +15,7 @@ legitimately reach another implementation for a non-CPU device (a
 CompositeExplicitAutograd decomposition such as ``math_native_layer_norm``
 instead of the CPU kernel), which rounds differently.
 """
+
 import functools
 import itertools
 import re

@@ -8,6 +8,7 @@ them). Both devices start from the same parameters and take a few steps of a
 small least-squares problem (gradients computed on each device); parameters
 and optimizer state are compared within ``torch.testing`` tolerances.
 """
+
 import functools
 import re
 
@@ -54,7 +55,9 @@ def iter_cases(job):
 
 
 def _check(info, dtype, kwargs):
-    result = expect_same_outcome(lambda: _train(info, dtype, kwargs, "cpu"), lambda: _train(info, dtype, kwargs, DEVICE))
+    result = expect_same_outcome(
+        lambda: _train(info, dtype, kwargs, "cpu"), lambda: _train(info, dtype, kwargs, DEVICE)
+    )
     if result is not None:
         (expected_params, expected_state), (actual_params, actual_state) = result
         assert_matches(actual_params, expected_params, exact=False)

@@ -1,4 +1,5 @@
 """Placing CPU sample values on openreg, and finding what devices a value involves."""
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 

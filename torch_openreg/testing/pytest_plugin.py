@@ -5,6 +5,7 @@ Configured by environment variables so it works in any pytest invocation:
 ``OPENREG_TEST_COUNTS=PATH`` receives the counts as JSON,
 ``OPENREG_TEST_BYPASS=1`` lets ``@onlyOn`` / ``@onlyCUDA`` tests run on openreg.
 """
+
 import json
 import os
 from collections import Counter

@@ -1,4 +1,5 @@
 """Result collection: per-case records grouped by operator / module / optimizer, counts, JSON report."""
+
 import json
 import os
 from collections import Counter

@@ -5,6 +5,7 @@ and ``external`` runs pytest; torch depends on neither. The command checks them
 before any suite imports them, so a plain ``pip install .`` gets one line naming
 the install command instead of a traceback from inside torch.
 """
+
 import importlib.util
 import sys
 

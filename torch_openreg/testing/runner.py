@@ -5,6 +5,7 @@ so the parent may have imported anything. When a worker dies or a case
 exceeds the timeout, the case in flight is recorded as a failure, the worker
 is replaced, and the job resumes with its next case.
 """
+
 import json
 import os
 import select
@@ -128,7 +129,9 @@ def _follow(worker, job, timeout, record):
         if event is None:
             reason = worker.death_reason(timeout)
             if in_flight is None:
-                record(job, {"variant": "setup", "sample": None, "status": "failed", "message": reason, "seconds": None})
+                record(
+                    job, {"variant": "setup", "sample": None, "status": "failed", "message": reason, "seconds": None}
+                )
                 return None, False
             record(job, {**in_flight, "status": "failed", "message": reason, "seconds": None})
             return in_flight["position"] + 1, False
@@ -139,7 +142,9 @@ def _follow(worker, job, timeout, record):
             record(job, {**in_flight, **event})
             in_flight = None
         elif kind == "error":
-            record(job, {"variant": "setup", "sample": None, "status": "failed", "message": event["message"],
-                         "seconds": None})
+            record(
+                job,
+                {"variant": "setup", "sample": None, "status": "failed", "message": event["message"], "seconds": None},
+            )
         elif kind == "done":
             return None, True

@@ -7,6 +7,7 @@ corrupt the protocol): ``begin`` and ``end`` around each case, ``error`` if
 the job itself fails, ``done`` after the job; ``ready`` once at start, when torch
 and the backend are loaded.
 """
+
 import importlib
 import json
 import os

@@ -50,4 +50,4 @@ inline size_t segment_size(size_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -10,11 +10,12 @@ using c10::CachingAllocator::StatArray;
 using c10::CachingDeviceAllocator::DeviceStats;
 
 std::array<StatArray*, 9> stat_arrays(DeviceStats& s) {
-  return {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes};
+  return {&s.allocation,      &s.segment,        &s.active,       &s.inactive_split,
+          &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
+          &s.requested_bytes};
 }
 
-} // namespace
+}  // namespace
 
 void reset_accumulated_stats(DeviceStats& stats) {
   for (StatArray* array : stat_arrays(stats)) {
@@ -36,4 +37,4 @@ void reset_peak_stats(DeviceStats& stats) {
   }
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

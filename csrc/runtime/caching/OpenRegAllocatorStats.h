@@ -38,16 +38,10 @@ inline int64_t aggregate_reserved(const c10::CachingDeviceAllocator::DeviceStats
 // active profiler this is one thread-local lookup. Called from the deleter
 // too, so it swallows errors instead of throwing.
 inline void report_to_profiler(
-    void* ptr,
-    int64_t bytes,
-    const c10::CachingDeviceAllocator::DeviceStats& stats,
-    c10::DeviceIndex device) noexcept {
+    void* ptr, int64_t bytes, const c10::CachingDeviceAllocator::DeviceStats& stats, c10::DeviceIndex device) noexcept {
   try {
     c10::reportMemoryUsageToProfiler(
-        ptr,
-        bytes,
-        static_cast<size_t>(aggregate_allocated(stats)),
-        static_cast<size_t>(aggregate_reserved(stats)),
+        ptr, bytes, static_cast<size_t>(aggregate_allocated(stats)), static_cast<size_t>(aggregate_reserved(stats)),
         make_device(device));
   } catch (...) {
     // A lost profiler record must not turn a free into a crash.
@@ -61,4 +55,4 @@ void reset_accumulated_stats(c10::CachingDeviceAllocator::DeviceStats& stats);
 // torch.openreg.reset_peak_memory_stats: every peak drops to its current value.
 void reset_peak_stats(c10::CachingDeviceAllocator::DeviceStats& stats);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -84,8 +84,8 @@ struct PrivatePool {
   const bool no_split;  // MemPool(no_split=True): a segment serves one allocation
   BlockPool small{true, this};
   BlockPool large{false, this};
-  int use_count = 0;    // MemPool objects and active use_mem_pool contexts
+  int use_count = 0;  // MemPool objects and active use_mem_pool contexts
   size_t segments = 0;  // held from the runtime
 };
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -74,11 +74,7 @@ void DeviceCache::free(Block* block) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (history_.recording()) {
     history_.record(
-        TraceEntry::FREE_REQUESTED,
-        device_,
-        block->address(),
-        block->requested_size,
-        stream_handle(block->stream),
+        TraceEntry::FREE_REQUESTED, device_, block->address(), block->requested_size, stream_handle(block->stream),
         context != nullptr ? std::move(context) : history_.block_context(block->ptr));
   }
   block->allocated = false;
@@ -184,11 +180,7 @@ inline bool DeviceCache::should_split(const Block& block, size_t size, size_t ma
 inline void DeviceCache::release_to_pool(Block* block) {
   if (history_.recording()) {
     history_.record(
-        TraceEntry::FREE_COMPLETED,
-        device_,
-        block->address(),
-        block->requested_size,
-        stream_handle(block->stream),
+        TraceEntry::FREE_COMPLETED, device_, block->address(), block->requested_size, stream_handle(block->stream),
         history_.block_context(block->ptr));
   }
   history_.forget_block(block->ptr);
@@ -310,4 +302,4 @@ inline bool DeviceCache::awaiting_event(const Block* block) const {
   return false;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -118,11 +118,7 @@ class __attribute__((visibility("hidden"))) DeviceCache {
 
   // Segments (OpenRegDeviceCacheSegments.cpp).
   Block* new_segment(
-      BlockPool& pool,
-      size_t size,
-      size_t requested,
-      c10::Stream stream,
-      size_t max_split_size,
+      BlockPool& pool, size_t size, size_t requested, c10::Stream stream, size_t max_split_size,
       const std::shared_ptr<c10::GatheredContext>& context);
   orError_t runtime_malloc(void** ptr, size_t* bytes, size_t size);
   void collect_garbage();
@@ -159,4 +155,4 @@ class __attribute__((visibility("hidden"))) DeviceCache {
 // The cache of `device` (validated), created with the allocator's first use.
 DeviceCache& device_cache(c10::DeviceIndex device);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

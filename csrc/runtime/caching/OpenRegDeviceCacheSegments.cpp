@@ -48,11 +48,7 @@ double DeviceCache::memory_fraction() const {
 }
 
 Block* DeviceCache::new_segment(
-    BlockPool& pool,
-    size_t size,
-    size_t requested,
-    c10::Stream stream,
-    size_t max_split_size,
+    BlockPool& pool, size_t size, size_t requested, c10::Stream stream, size_t max_split_size,
     const std::shared_ptr<c10::GatheredContext>& context) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       !AcceleratorAllocatorConfig::use_expandable_segments(),
@@ -107,7 +103,7 @@ Block* DeviceCache::new_segment(
 // nearly full device), settles for a segment of exactly `size`, updating
 // *bytes. Past the memory fraction, fails as the runtime does when full.
 orError_t DeviceCache::runtime_malloc(void** ptr, size_t* bytes, size_t size) {
-  markCachingAllocatorUsed(); // the allocator can no longer be swapped
+  markCachingAllocatorUsed();  // the allocator can no longer be swapped
   const auto reserved = static_cast<size_t>(aggregate_reserved(stats_));
   const auto fits_fraction = [&](size_t n) { return reserved + n <= allowed_bytes_; };
   orError_t err = fits_fraction(*bytes) ? orMalloc(ptr, *bytes) : orErrorMemoryAllocation;
@@ -140,7 +136,8 @@ void DeviceCache::collect_garbage() {
       }
     }
   }
-  std::sort(segments.begin(), segments.end(), [](const Block* a, const Block* b) { return a->cached_at < b->cached_at; });
+  std::sort(
+      segments.begin(), segments.end(), [](const Block* a, const Block* b) { return a->cached_at < b->cached_at; });
   for (Block* block : segments) {
     if (reserved() <= target) {
       break;
@@ -168,11 +165,7 @@ void DeviceCache::release_segment(Block* block) {
   segments_.erase(block->address());
   if (history_.recording()) {
     history_.record(
-        TraceEntry::SEGMENT_FREE,
-        device_,
-        block->address(),
-        block->size,
-        stream_handle(block->stream),
+        TraceEntry::SEGMENT_FREE, device_, block->address(), block->size, stream_handle(block->stream),
         history_.segment_context(block->ptr));
   }
   history_.forget_segment(block->ptr);
@@ -190,4 +183,4 @@ void DeviceCache::release_segment(Block* block) {
   delete block;
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -26,7 +26,7 @@ std::string format_bytes(size_t bytes) {
   return os.str();
 }
 
-} // namespace
+}  // namespace
 
 void raise_out_of_memory(const OutOfMemoryContext& context) {
   const std::string detail = orGetLastErrorMessage();
@@ -46,24 +46,11 @@ void raise_out_of_memory(const OutOfMemoryContext& context) {
       ? " Raise the per-process memory fraction or free tensors."
       : " Set OPENREG_DEVICE_MEMORY to change the capacity. (" + detail + ")";
   TORCH_CHECK_WITH(
-      OutOfMemoryError,
-      false,
-      "openreg out of memory. Tried to allocate ",
-      format_bytes(context.requested),
-      ". openreg:",
-      static_cast<int>(context.device),
-      " has a total capacity of ",
-      format_bytes(total_bytes),
-      " of which ",
-      format_bytes(free_bytes),
-      " is free. Of the allocated memory ",
-      format_bytes(allocated),
-      " is allocated by PyTorch",
-      allowed.str(),
-      " and ",
-      format_bytes(reserved - allocated),
-      " is reserved by PyTorch but unallocated.",
-      advice);
+      OutOfMemoryError, false, "openreg out of memory. Tried to allocate ", format_bytes(context.requested),
+      ". openreg:", static_cast<int>(context.device), " has a total capacity of ", format_bytes(total_bytes),
+      " of which ", format_bytes(free_bytes), " is free. Of the allocated memory ", format_bytes(allocated),
+      " is allocated by PyTorch", allowed.str(), " and ", format_bytes(reserved - allocated),
+      " is reserved by PyTorch but unallocated.", advice);
 }
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -25,4 +25,4 @@ struct OutOfMemoryContext {
 // the message carries the runtime's detail of that failure.
 [[noreturn]] void raise_out_of_memory(const OutOfMemoryContext& context);
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -129,4 +129,4 @@ class SizeBins {
   size_t bytes_ = 0;
 };
 
-} // namespace c10::openreg
+}  // namespace c10::openreg

@@ -57,14 +57,14 @@ typedef enum orMemcpyKind {
 
 typedef enum orMemoryType {
   orMemoryTypeUnregistered = 0,  // ordinary (pageable) host memory
-  orMemoryTypeHost = 1,          // allocated by orMallocHost
-  orMemoryTypeDevice = 2,        // inside a live orMalloc allocation
+  orMemoryTypeHost = 1,  // allocated by orMallocHost
+  orMemoryTypeDevice = 2,  // inside a live orMalloc allocation
 } orMemoryType;
 
 typedef struct orPointerAttributes {
   orMemoryType type;
-  int device;           // owning device for device memory, -1 otherwise
-  void* basePointer;    // start of the containing allocation (NULL if none)
+  int device;  // owning device for device memory, -1 otherwise
+  void* basePointer;  // start of the containing allocation (NULL if none)
   size_t allocationSize;  // size of the containing allocation (0 if none)
 } orPointerAttributes;
 
@@ -116,8 +116,7 @@ orError_t orMemAccessEnd(const void* devPtr);
 // otherwise). All or nothing: on any error no access has been opened (or
 // ended), and the message names the failing devPtrs[i]. count 0 succeeds and
 // does nothing; the arrays may then be NULL.
-orError_t orMemAccessBeginBatch(size_t count, const void* const* devPtrs, const size_t* sizes,
-                                void** hostPtrs);
+orError_t orMemAccessBeginBatch(size_t count, const void* const* devPtrs, const size_t* sizes, void** hostPtrs);
 orError_t orMemAccessEndBatch(size_t count, const void* const* devPtrs);
 
 // Inter-process sharing of device memory, shaped like CUDA's cudaIpc*.
@@ -173,8 +172,7 @@ orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriori
 // stream's device, called from fn, deadlock (as cudaLaunchHostFunc warns).
 orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* userData);
 // Validates like orMemcpy when called; copies when the stream reaches it.
-orError_t orMemcpyAsync(
-    void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t stream);
+orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t stream);
 
 // Events, recorded into streams. orEventDisableTiming as in CUDA.
 enum { orEventDefault = 0x0, orEventDisableTiming = 0x2 };
@@ -224,7 +222,7 @@ typedef struct orActivity {
   int64_t start;
   int64_t end;
   orMemcpyKind memcpyKind;  // copies only
-  size_t bytes;             // copies only, else 0
+  size_t bytes;  // copies only, else 0
 } orActivity;
 
 // Recording is on while at least one consumer has enabled it. orActivityDisable
@@ -249,8 +247,7 @@ orError_t orActivityPopExternalCorrelationId(uint64_t* id);
 // orKernelEnd must be called on the thread that began the kernel: orMemcpy
 // calls that thread makes in between are part of the kernel's record.
 typedef struct orKernelActivity* orKernelActivity_t;
-orError_t orKernelBegin(orStream_t stream, const char* name, size_t nameLength,
-                        orKernelActivity_t* kernel);
+orError_t orKernelBegin(orStream_t stream, const char* name, size_t nameLength, orKernelActivity_t* kernel);
 orError_t orKernelEnd(orKernelActivity_t kernel);
 
 // Ranges: named intervals of a stream's timeline, like NVTX ranges but shown

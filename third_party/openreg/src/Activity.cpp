@@ -43,8 +43,7 @@ const char* const kMemcpyNames[4] = {"Memcpy HtoH", "Memcpy HtoD", "Memcpy DtoH"
 }  // namespace
 
 int64_t activityTimestamp() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -62,8 +61,15 @@ void addActivity(ActivityEntry entry) {
 }
 
 ActivityEntry memcpyActivity(int device, orStream_t stream, orMemcpyKind kind, size_t bytes) {
-  return ActivityEntry{orActivityKindMemcpy, kMemcpyNames[kind], device, stream,
-                       currentCorrelationId(), activityTimestamp(), 0, kind, bytes};
+  return ActivityEntry{orActivityKindMemcpy,
+                       kMemcpyNames[kind],
+                       device,
+                       stream,
+                       currentCorrelationId(),
+                       activityTimestamp(),
+                       0,
+                       kind,
+                       bytes};
 }
 
 }  // namespace openreg::runtime
@@ -84,26 +90,26 @@ orError_t orActivityDisable(void) {
   int consumers = activityConsumers.load(std::memory_order_relaxed);
   do {
     if (consumers == 0) {
-      return fail(orErrorIllegalState,
-                  "orActivityDisable: activity recording is not enabled (no orActivityEnable "
-                  "to match)");
+      return fail(
+          orErrorIllegalState,
+          "orActivityDisable: activity recording is not enabled (no orActivityEnable "
+          "to match)");
     }
-  } while (!activityConsumers.compare_exchange_weak(consumers, consumers - 1,
-                                                    std::memory_order_relaxed));
+  } while (!activityConsumers.compare_exchange_weak(consumers, consumers - 1, std::memory_order_relaxed));
   return orSuccess;
 }
 
 orError_t orActivityFlush(void (*fn)(const orActivity*, void*), void* userData) {
-  if (fn == nullptr) return fail(orErrorInvalidValue, "orActivityFlush: fn is NULL");
+  if (fn == nullptr)
+    return fail(orErrorInvalidValue, "orActivityFlush: fn is NULL");
   std::vector<ActivityEntry> taken;
   {
     std::lock_guard lock(recordsMutex());
     taken.swap(records());
   }
   for (const ActivityEntry& entry : taken) {
-    const orActivity activity{entry.kind,  entry.name.c_str(), entry.device,
-                              entry.stream, entry.correlationId, entry.start,
-                              entry.end,    entry.memcpyKind,  entry.bytes};
+    const orActivity activity{entry.kind,  entry.name.c_str(), entry.device,     entry.stream, entry.correlationId,
+                              entry.start, entry.end,          entry.memcpyKind, entry.bytes};
     fn(&activity, userData);
   }
   return orSuccess;
@@ -116,35 +122,41 @@ orError_t orActivityPushExternalCorrelationId(uint64_t id) {
 
 orError_t orActivityPopExternalCorrelationId(uint64_t* id) {
   if (correlationIds.empty()) {
-    return fail(orErrorIllegalState,
-                "orActivityPopExternalCorrelationId: this thread has no external correlation id "
-                "pushed");
+    return fail(
+        orErrorIllegalState,
+        "orActivityPopExternalCorrelationId: this thread has no external correlation id "
+        "pushed");
   }
-  if (id != nullptr) *id = correlationIds.back();
+  if (id != nullptr)
+    *id = correlationIds.back();
   correlationIds.pop_back();
   return orSuccess;
 }
 
-orError_t orKernelBegin(orStream_t stream, const char* name, size_t nameLength,
-                        orKernelActivity_t* kernel) {
-  if (kernel == nullptr) return fail(orErrorInvalidValue, "orKernelBegin: kernel is NULL");
+orError_t orKernelBegin(orStream_t stream, const char* name, size_t nameLength, orKernelActivity_t* kernel) {
+  if (kernel == nullptr)
+    return fail(orErrorInvalidValue, "orKernelBegin: kernel is NULL");
   *kernel = nullptr;
-  if (!activityRecording()) return orSuccess;
+  if (!activityRecording())
+    return orSuccess;
   if (name == nullptr && nameLength > 0) {
     return fail(orErrorInvalidValue, "orKernelBegin: name is NULL (nameLength %zu)", nameLength);
   }
-  if (runtimeConfig() == nullptr) return orErrorInitializationError;
+  if (runtimeConfig() == nullptr)
+    return orErrorInitializationError;
   const std::shared_ptr<Stream> target = findStream(stream, "orKernelBegin");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   *kernel = new orKernelActivity{ActivityEntry{
-      orActivityKindKernel, std::string(name == nullptr ? "" : name, nameLength),
-      target->device(), stream, currentCorrelationId(), activityTimestamp()}};
+      orActivityKindKernel, std::string(name == nullptr ? "" : name, nameLength), target->device(), stream,
+      currentCorrelationId(), activityTimestamp()}};
   ++recordedKernels;
   return orSuccess;
 }
 
 orError_t orKernelEnd(orKernelActivity_t kernel) {
-  if (kernel == nullptr) return orSuccess;
+  if (kernel == nullptr)
+    return orSuccess;
   const std::unique_ptr<orKernelActivity> owned(kernel);
   --recordedKernels;
   owned->entry.end = activityTimestamp();
@@ -153,19 +165,21 @@ orError_t orKernelEnd(orKernelActivity_t kernel) {
 }
 
 orError_t orRangePush(orStream_t stream, const char* name) {
-  if (runtimeConfig() == nullptr) return orErrorInitializationError;
-  if (name == nullptr) return fail(orErrorInvalidValue, "orRangePush: name is NULL");
+  if (runtimeConfig() == nullptr)
+    return orErrorInitializationError;
+  if (name == nullptr)
+    return fail(orErrorInvalidValue, "orRangePush: name is NULL");
   const std::shared_ptr<Stream> target = findStream(stream, "orRangePush");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
-  auto range = std::make_shared<OpenRange>(OpenRange{
-      activityRecording(), target,
-      ActivityEntry{orActivityKindRange, name, target->device(), stream, 0, 0}});
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
+  auto range = std::make_shared<OpenRange>(
+      OpenRange{activityRecording(), target, ActivityEntry{orActivityKindRange, name, target->device(), stream, 0, 0}});
   if (range->recorded) {
     if (target->idle()) {
       range->entry.start = activityTimestamp();
-    } else if (const orError_t error = target->submit(
-                   "orRangePush", [range] { range->entry.start = activityTimestamp(); });
-               error != orSuccess) {
+    } else if (
+        const orError_t error = target->submit("orRangePush", [range] { range->entry.start = activityTimestamp(); });
+        error != orSuccess) {
       return error;
     }
   }
@@ -179,7 +193,8 @@ orError_t orRangePop(void) {
   }
   std::shared_ptr<OpenRange> range = std::move(openRanges.back());
   openRanges.pop_back();
-  if (!range->recorded) return orSuccess;
+  if (!range->recorded)
+    return orSuccess;
   auto close = [range] {
     range->entry.end = activityTimestamp();
     addActivity(std::move(range->entry));

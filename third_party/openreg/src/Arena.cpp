@@ -10,14 +10,18 @@
 
 namespace openreg::runtime {
 
-RangeAllocator::RangeAllocator(size_t capacity) : freeBytes_(0) { insert(0, capacity); }
+RangeAllocator::RangeAllocator(size_t capacity) : freeBytes_(0) {
+  insert(0, capacity);
+}
 
 std::optional<size_t> RangeAllocator::allocate(size_t bytes) {
   const auto fit = bySize_.lower_bound({bytes, 0});
-  if (fit == bySize_.end()) return std::nullopt;
+  if (fit == bySize_.end())
+    return std::nullopt;
   const auto [size, offset] = *fit;
   erase(byOffset_.find(offset));
-  if (size > bytes) insert(offset + bytes, size - bytes);
+  if (size > bytes)
+    insert(offset + bytes, size - bytes);
   return offset;
 }
 
@@ -57,8 +61,8 @@ void RangeAllocator::erase(std::map<size_t, size_t>::iterator range) {
 Arena* Arena::create(int device, size_t capacity, bool protect, std::string* error) {
   // Describes errno; called before any cleanup that could change it.
   const auto describe = [&](const char* step) {
-    *error = "cannot create the memory arena of device " + std::to_string(device) + " (" +
-             std::to_string(capacity) + " bytes): " + step + ": " + std::strerror(errno);
+    *error = "cannot create the memory arena of device " + std::to_string(device) + " (" + std::to_string(capacity) +
+        " bytes): " + step + ": " + std::strerror(errno);
   };
   const std::string name = "openreg-device-" + std::to_string(device);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
@@ -86,17 +90,16 @@ Arena* Arena::create(int device, size_t capacity, bool protect, std::string* err
     close(fd);
     return nullptr;
   }
-  return new Arena(fd, reinterpret_cast<uintptr_t>(user), reinterpret_cast<uintptr_t>(host),
-                   capacity);
+  return new Arena(fd, reinterpret_cast<uintptr_t>(user), reinterpret_cast<uintptr_t>(host), capacity);
 }
 
 Arena::Arena(int fd, uintptr_t userBase, uintptr_t hostBase, size_t capacity)
-    : fd_(fd), userBase_(userBase), hostDelta_(hostBase - userBase), capacity_(capacity),
-      ranges_(capacity) {}
+    : fd_(fd), userBase_(userBase), hostDelta_(hostBase - userBase), capacity_(capacity), ranges_(capacity) {}
 
 std::optional<uintptr_t> Arena::allocate(size_t bytes) {
   const std::optional<size_t> offset = ranges_.allocate(bytes);
-  if (!offset) return std::nullopt;
+  if (!offset)
+    return std::nullopt;
   return userBase_ + *offset;
 }
 
@@ -105,8 +108,7 @@ void Arena::release(uintptr_t userAddress, size_t bytes) {
   // Punching drops the pages from the memfd (and so from both views): RSS
   // does not grow across alloc/free cycles, and reused memory reads as zero.
   // It cannot fail for a page-aligned range inside a memfd.
-  fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-            static_cast<off_t>(bytes));
+  fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(bytes));
   ranges_.release(offset, bytes);
 }
 

@@ -23,14 +23,16 @@ class RangeAllocator {
   // Returns a range obtained from allocate().
   void release(size_t offset, size_t bytes);
 
-  size_t freeBytes() const { return freeBytes_; }
+  size_t freeBytes() const {
+    return freeBytes_;
+  }
   size_t largestFreeRange() const;
 
  private:
   void insert(size_t offset, size_t bytes);
   void erase(std::map<size_t, size_t>::iterator range);
 
-  std::map<size_t, size_t> byOffset_;           // offset -> size
+  std::map<size_t, size_t> byOffset_;  // offset -> size
   std::set<std::pair<size_t, size_t>> bySize_;  // (size, offset)
   size_t freeBytes_;
 };
@@ -47,25 +49,38 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  bool contains(uintptr_t address) const { return address - userBase_ < capacity_; }
+  bool contains(uintptr_t address) const {
+    return address - userBase_ < capacity_;
+  }
   // True if [address, address + bytes) intersects the user view.
   bool overlaps(uintptr_t address, size_t bytes) const {
-    return address < userBase_ + capacity_ &&
-           (address >= userBase_ || userBase_ - address < bytes);
+    return address < userBase_ + capacity_ && (address >= userBase_ || userBase_ - address < bytes);
   }
-  uintptr_t hostDelta() const { return hostDelta_; }
-  uintptr_t userBase() const { return userBase_; }
+  uintptr_t hostDelta() const {
+    return hostDelta_;
+  }
+  uintptr_t userBase() const {
+    return userBase_;
+  }
   // The memfd behind both views, which orIpcGetMemHandle names to importers.
-  int fd() const { return fd_; }
-  size_t capacity() const { return capacity_; }
+  int fd() const {
+    return fd_;
+  }
+  size_t capacity() const {
+    return capacity_;
+  }
 
   // User address of `bytes` (a multiple of the page size), or nullopt.
   std::optional<uintptr_t> allocate(size_t bytes);
   // Returns the range to the allocator and its pages to the system.
   void release(uintptr_t userAddress, size_t bytes);
 
-  size_t freeBytes() const { return ranges_.freeBytes(); }
-  size_t largestFreeRange() const { return ranges_.largestFreeRange(); }
+  size_t freeBytes() const {
+    return ranges_.freeBytes();
+  }
+  size_t largestFreeRange() const {
+    return ranges_.largestFreeRange();
+  }
 
  private:
   Arena(int fd, uintptr_t userBase, uintptr_t hostBase, size_t capacity);

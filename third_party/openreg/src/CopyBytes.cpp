@@ -26,8 +26,7 @@ bool overlaps(const void* dst, const void* src, size_t count) {
 }
 
 bool aliases(const void* dst, const void* src) {
-  const uintptr_t ahead =
-      (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & (kPage - 1);
+  const uintptr_t ahead = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & (kPage - 1);
   return ahead != 0 && ahead < kAliasingWindow;
 }
 

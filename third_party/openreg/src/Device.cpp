@@ -17,15 +17,18 @@ namespace {
 
 orError_t checkDevice(const Config& config, int index) {
   if (index < 0 || index >= config.deviceCount) {
-    return fail(orErrorInvalidDevice, "invalid device %d: the device count is %d (valid: 0..%d)",
-                index, config.deviceCount, config.deviceCount - 1);
+    return fail(
+        orErrorInvalidDevice, "invalid device %d: the device count is %d (valid: 0..%d)", index, config.deviceCount,
+        config.deviceCount - 1);
   }
   return orSuccess;
 }
 
 }  // namespace
 
-int currentDevice() { return current; }
+int currentDevice() {
+  return current;
+}
 
 }  // namespace openreg::runtime
 
@@ -33,39 +36,48 @@ using namespace openreg::runtime;
 
 orError_t orGetDeviceCount(int* count) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (count == nullptr) return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (count == nullptr)
+    return fail(orErrorInvalidValue, "orGetDeviceCount: count is NULL");
   *count = config->deviceCount;
   return orSuccess;
 }
 
 orError_t orSetDevice(int index) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (const orError_t error = checkDevice(*config, index); error != orSuccess) return error;
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (const orError_t error = checkDevice(*config, index); error != orSuccess)
+    return error;
   current = index;
   return orSuccess;
 }
 
 orError_t orGetDevice(int* index) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (index == nullptr) return fail(orErrorInvalidValue, "orGetDevice: device is NULL");
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (index == nullptr)
+    return fail(orErrorInvalidValue, "orGetDevice: device is NULL");
   *index = current;
   return orSuccess;
 }
 
 orError_t orDeviceSynchronize(void) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   synchronizeDevice(current);
   return orSuccess;
 }
 
 orError_t orDeviceIsInitialized(int index, int* initialized) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (const orError_t error = checkDevice(*config, index); error != orSuccess) return error;
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (const orError_t error = checkDevice(*config, index); error != orSuccess)
+    return error;
   if (initialized == nullptr) {
     return fail(orErrorInvalidValue, "orDeviceIsInitialized: initialized is NULL");
   }

@@ -32,7 +32,9 @@ struct Allocation {
   // 0, fails and sees the use. Either the use fails or orFree does.
   static constexpr uint64_t kQueuedCopy = uint64_t{1} << 32;
   static constexpr uint64_t kReleased = uint64_t{1} << 63;
-  static uint32_t openAccesses(uint64_t uses) { return static_cast<uint32_t>(uses); }
+  static uint32_t openAccesses(uint64_t uses) {
+    return static_cast<uint32_t>(uses);
+  }
   // False if orFree (or orIpcCloseMemHandle) released it first; the added
   // uses of a released allocation are never looked at again.
   bool addUses(uint64_t added) {
@@ -66,8 +68,9 @@ struct AllocationTable {
   };
   // The first entry whose base is above address.
   std::vector<Entry>::const_iterator after(uintptr_t address) const {
-    return std::upper_bound(entries.begin(), entries.end(), address,
-                            [](uintptr_t value, const Entry& entry) { return value < entry.base; });
+    return std::upper_bound(entries.begin(), entries.end(), address, [](uintptr_t value, const Entry& entry) {
+      return value < entry.base;
+    });
   }
   std::vector<Entry> entries;
 };
@@ -94,7 +97,8 @@ inline Device& device(int index) {
   // destruction. Sized for the maximum so it needs no configuration.
   static Device* const devices = [] {
     Device* all = new Device[kMaxDevices];
-    for (int i = 0; i < kMaxDevices; ++i) all[i].index = i;
+    for (int i = 0; i < kMaxDevices; ++i)
+      all[i].index = i;
     return all;
   }();
   return devices[index];
@@ -106,7 +110,8 @@ inline Device* deviceContaining(const Config& config, uintptr_t address) {
   for (int i = 0; i < config.deviceCount; ++i) {
     Device& candidate = device(i);
     const Arena* arena = candidate.arena.load(std::memory_order_acquire);
-    if (arena != nullptr && arena->contains(address)) return &candidate;
+    if (arena != nullptr && arena->contains(address))
+      return &candidate;
   }
   return anyImports() ? deviceOfImport(address) : nullptr;
 }
@@ -116,7 +121,8 @@ inline Device* deviceContaining(const Config& config, uintptr_t address) {
 inline bool overlapsDeviceMemory(const Config& config, uintptr_t address, size_t bytes) {
   for (int i = 0; i < config.deviceCount; ++i) {
     const Arena* arena = device(i).arena.load(std::memory_order_acquire);
-    if (arena != nullptr && arena->overlaps(address, bytes)) return true;
+    if (arena != nullptr && arena->overlaps(address, bytes))
+      return true;
   }
   return anyImports() && overlapsImport(address, bytes);
 }

@@ -13,11 +13,10 @@
 
 namespace openreg::runtime {
 
-orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context,
-                              const char* role) {
-  return fail(orErrorInvalidDevicePointer,
-              "%s: the %s %p is not inside a live allocation of device %d", context, role,
-              reinterpret_cast<void*>(address), device.index);
+orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context, const char* role) {
+  return fail(
+      orErrorInvalidDevicePointer, "%s: the %s %p is not inside a live allocation of device %d", context, role,
+      reinterpret_cast<void*>(address), device.index);
 }
 
 namespace {
@@ -33,7 +32,8 @@ void publish(Device& device, const AllocationTable* table) {
 
 // With device.mutex held, after waitForReaders(): no reader holds a retired table.
 void deleteRetired(Device& device) {
-  for (const AllocationTable* table : device.retired) delete table;
+  for (const AllocationTable* table : device.retired)
+    delete table;
   device.retired.clear();
 }
 
@@ -44,27 +44,28 @@ constexpr size_t kMaxRetiredTables = 16;
 
 }  // namespace
 
-Allocation* findAllocation(const Device& device, const AllocationTable& table, uintptr_t address,
-                           size_t bytes, const char* context, const char* role, uintptr_t* base) {
-  if (Allocation* allocation = lookupAllocation(table, address, bytes, base)) return allocation;
+Allocation* findAllocation(
+    const Device& device, const AllocationTable& table, uintptr_t address, size_t bytes, const char* context,
+    const char* role, uintptr_t* base) {
+  if (Allocation* allocation = lookupAllocation(table, address, bytes, base))
+    return allocation;
   uintptr_t start;
   const Allocation* allocation = lookupAllocation(table, address, 0, &start);
   if (allocation == nullptr) {
     notInsideAllocation(device, address, context, role);
     return nullptr;
   }
-  fail(orErrorInvalidDevicePointer,
-       "%s: the %s range [%p, +%zu bytes) exceeds its allocation [%p, %p) of device %d", context,
-       role, reinterpret_cast<void*>(address), bytes, reinterpret_cast<void*>(start),
-       reinterpret_cast<void*>(start + allocation->size), device.index);
+  fail(
+      orErrorInvalidDevicePointer, "%s: the %s range [%p, +%zu bytes) exceeds its allocation [%p, %p) of device %d",
+      context, role, reinterpret_cast<void*>(address), bytes, reinterpret_cast<void*>(start),
+      reinterpret_cast<void*>(start + allocation->size), device.index);
   return nullptr;
 }
 
 void insertAllocation(Device& device, uintptr_t base, Allocation* allocation) {
   const AllocationTable& current = *currentAllocations(device);
   auto* table = new AllocationTable(current);
-  table->entries.insert(table->entries.begin() + (current.after(base) - current.entries.begin()),
-                        {base, allocation});
+  table->entries.insert(table->entries.begin() + (current.after(base) - current.entries.begin()), {base, allocation});
   publish(device, table);
   if (device.retired.size() >= kMaxRetiredTables) {
     waitForReaders();
@@ -91,15 +92,13 @@ using namespace openreg::runtime;
 namespace {
 
 orError_t notDevicePointer(const char* context, uintptr_t address) {
-  return fail(orErrorInvalidDevicePointer, "%s: %p is not a device pointer", context,
-              reinterpret_cast<void*>(address));
+  return fail(orErrorInvalidDevicePointer, "%s: %p is not a device pointer", context, reinterpret_cast<void*>(address));
 }
 
 // Scoped accesses, alone (orMemAccessBegin/End) or batched: the pointers
 // and how messages name them ("pointer" alone, "devPtrs[i]" in a batch).
 struct Accesses {
-  Accesses(const Config& config, const char* api, bool batch, size_t count,
-           const void* const* devPtrs)
+  Accesses(const Config& config, const char* api, bool batch, size_t count, const void* const* devPtrs)
       : config(config), api(api), batch(batch), count(count), devPtrs(devPtrs) {}
 
   const Config& config;
@@ -118,7 +117,9 @@ struct Accesses {
   size_t keptRuns = 0;  // may exceed kept.size(): then nothing is replayed
   bool walked = false;
 
-  uintptr_t address(size_t i) const { return reinterpret_cast<uintptr_t>(devPtrs[i]); }
+  uintptr_t address(size_t i) const {
+    return reinterpret_cast<uintptr_t>(devPtrs[i]);
+  }
   std::string role(size_t i) const {
     return batch ? "devPtrs[" + std::to_string(i) + "]" : std::string("pointer");
   }
@@ -133,8 +134,9 @@ struct Accesses {
   }
 
   orError_t reportNotDevicePointer(size_t i) const {
-    return fail(orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api,
-                batch ? (role(i) + " ").c_str() : "", devPtrs[i]);
+    return fail(
+        orErrorInvalidDevicePointer, "%s: %s%p is not a device pointer", api, batch ? (role(i) + " ").c_str() : "",
+        devPtrs[i]);
   }
 
   // The first pointer, in order, that is not device memory or is memory of
@@ -143,12 +145,14 @@ struct Accesses {
   orError_t checkOneDevice(const Device& dev) const {
     for (size_t i = 1; i < count; ++i) {
       const Device* owner = deviceContaining(config, address(i));
-      if (owner == nullptr) return reportNotDevicePointer(i);
+      if (owner == nullptr)
+        return reportNotDevicePointer(i);
       if (owner != &dev) {
-        return fail(orErrorInvalidValue,
-                    "%s: devPtrs[%zu] %p is memory of device %d, devPtrs[0] %p of device %d: one "
-                    "batch reaches one device",
-                    api, i, devPtrs[i], owner->index, devPtrs[0], dev.index);
+        return fail(
+            orErrorInvalidValue,
+            "%s: devPtrs[%zu] %p is memory of device %d, devPtrs[0] %p of device %d: one "
+            "batch reaches one device",
+            api, i, devPtrs[i], owner->index, devPtrs[0], dev.index);
       }
     }
     return orSuccess;
@@ -157,9 +161,9 @@ struct Accesses {
   // Inside a ReadSection: the allocation of table holding [address(i),
   // +bytes), trying the previous pointer's (at *base) first, since a call's
   // arguments often share one. Null if there is none.
-  Allocation* find(const AllocationTable& table, size_t i, size_t bytes, Allocation* previous,
-                   uintptr_t* base) const {
-    if (previous != nullptr && holds(*previous, *base, address(i), bytes)) return previous;
+  Allocation* find(const AllocationTable& table, size_t i, size_t bytes, Allocation* previous, uintptr_t* base) const {
+    if (previous != nullptr && holds(*previous, *base, address(i), bytes))
+      return previous;
     return lookupAllocation(table, address(i), bytes, base);
   }
 
@@ -169,13 +173,13 @@ struct Accesses {
   // one update of its count is all or nothing by itself, so it needs no walk.
   // Null otherwise: the walk (forEachRun) then finds the runs or reports the
   // pointer that is missing.
-  Allocation* onlyAllocation(const AllocationTable& table, const size_t* sizes,
-                             uintptr_t* base) const {
-    Allocation* allocation =
-        lookupAllocation(table, address(0), sizes != nullptr ? sizes[0] : 0, base);
-    if (allocation == nullptr) return nullptr;
+  Allocation* onlyAllocation(const AllocationTable& table, const size_t* sizes, uintptr_t* base) const {
+    Allocation* allocation = lookupAllocation(table, address(0), sizes != nullptr ? sizes[0] : 0, base);
+    if (allocation == nullptr)
+      return nullptr;
     for (size_t i = 1; i < count; ++i) {
-      if (!holds(*allocation, *base, address(i), sizes != nullptr ? sizes[i] : 0)) return nullptr;
+      if (!holds(*allocation, *base, address(i), sizes != nullptr ? sizes[i] : 0))
+        return nullptr;
     }
     return allocation;
   }
@@ -183,9 +187,10 @@ struct Accesses {
   // Records why find failed for pointer i and returns the error: as if every
   // pointer's device had been checked before the walk, a pointer (any, the
   // first in order) that is not on the first one's device is named first.
-  [[gnu::noinline]] orError_t reportMissing(const Device& dev, const AllocationTable& table,
-                                            size_t i, size_t bytes) const {
-    if (const orError_t error = checkOneDevice(dev); error != orSuccess) return error;
+  [[gnu::noinline]] orError_t reportMissing(
+      const Device& dev, const AllocationTable& table, size_t i, size_t bytes) const {
+    if (const orError_t error = checkOneDevice(dev); error != orSuccess)
+      return error;
     uintptr_t base;
     findAllocation(dev, table, address(i), bytes, api, role(i).c_str(), &base);
     return orErrorInvalidDevicePointer;
@@ -193,16 +198,16 @@ struct Accesses {
 
   // Records why the run of allocation (at base) that starts at pointer first
   // cannot be ended, given the allocation's uses, and returns the error.
-  [[gnu::noinline]] orError_t reportNotOpen(const Device& dev, const Allocation& allocation,
-                                            uintptr_t base, size_t first, uint64_t uses) const {
+  [[gnu::noinline]] orError_t reportNotOpen(
+      const Device& dev, const Allocation& allocation, uintptr_t base, size_t first, uint64_t uses) const {
     if ((uses & Allocation::kReleased) != 0) {
       return notInsideAllocation(dev, address(first), api, role(first).c_str());
     }
     const size_t failing = first + Allocation::openAccesses(uses);
-    return fail(orErrorIllegalState,
-                "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
-                reinterpret_cast<void*>(base), allocation.size, dev.index,
-                batch ? (role(failing) + " ").c_str() : "", devPtrs[failing]);
+    return fail(
+        orErrorIllegalState, "%s: allocation %p (%zu bytes) of device %d has no open host access for %s%p", api,
+        reinterpret_cast<void*>(base), allocation.size, dev.index, batch ? (role(failing) + " ").c_str() : "",
+        devPtrs[failing]);
   }
 
   // Calls apply(allocation, base, first, end) for every run [first, end) of
@@ -215,13 +220,12 @@ struct Accesses {
   // its runs and the passes after it replay them instead of finding every
   // pointer again; a batch with more runs than are kept walks again.
   template <typename Apply>
-  orError_t forEachRun(const Device& dev, const AllocationTable& table, const size_t* sizes,
-                       size_t limit, Apply&& apply) {
+  orError_t forEachRun(
+      const Device& dev, const AllocationTable& table, const size_t* sizes, size_t limit, Apply&& apply) {
     if (walked && keptRuns <= kept.size()) {
       for (size_t r = 0; r < keptRuns && kept[r].end <= limit; ++r) {
         const Run& run = kept[r];
-        if (const orError_t error = apply(*run.allocation, run.base, run.first, run.end);
-            error != orSuccess) {
+        if (const orError_t error = apply(*run.allocation, run.base, run.first, run.end); error != orSuccess) {
           return error;
         }
       }
@@ -236,11 +240,14 @@ struct Accesses {
       if (i < limit) {
         const size_t bytes = sizes != nullptr ? sizes[i] : 0;
         allocation = find(table, i, bytes, run, &base);
-        if (allocation == nullptr) return reportMissing(dev, table, i, bytes);
+        if (allocation == nullptr)
+          return reportMissing(dev, table, i, bytes);
       }
-      if (allocation == run) continue;
+      if (allocation == run)
+        continue;
       if (run != nullptr) {
-        if (keep && keptRuns++ < kept.size()) kept[keptRuns - 1] = Run{run, runBase, first, i};
+        if (keep && keptRuns++ < kept.size())
+          kept[keptRuns - 1] = Run{run, runBase, first, i};
         if (const orError_t error = apply(*run, runBase, first, i); error != orSuccess) {
           return error;
         }
@@ -254,18 +261,22 @@ struct Accesses {
   }
 };
 
-orError_t beginAccesses(const char* api, bool batch, size_t count, const void* const* devPtrs,
-                        const size_t* sizes, void** hostPtrs) {
+orError_t beginAccesses(
+    const char* api, bool batch, size_t count, const void* const* devPtrs, const size_t* sizes, void** hostPtrs) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (count == 0) return orSuccess;
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (count == 0)
+    return orSuccess;
   if (devPtrs == nullptr || sizes == nullptr || hostPtrs == nullptr) {
-    return fail(orErrorInvalidValue, "%s: %s is NULL (count %zu)", api,
-                batch ? "devPtrs, sizes or hostPtrs" : "hostPtr", count);
+    return fail(
+        orErrorInvalidValue, "%s: %s is NULL (count %zu)", api, batch ? "devPtrs, sizes or hostPtrs" : "hostPtr",
+        count);
   }
   Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess)
+    return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
   uintptr_t onlyBase;
@@ -273,7 +284,8 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
     if (!allocation->addUses(count)) {
       return notInsideAllocation(*dev, accesses.address(0), api, accesses.role(0).c_str());
     }
-    for (size_t i = 0; i < count; ++i) hostPtrs[i] = allocation->hostAddress(accesses.address(i));
+    for (size_t i = 0; i < count; ++i)
+      hostPtrs[i] = allocation->hostAddress(accesses.address(i));
     return orSuccess;
   }
   // All pointers are found before any count changes, so a bad one leaves
@@ -291,39 +303,40 @@ orError_t beginAccesses(const char* api, bool batch, size_t count, const void* c
   }
   // Counting fails only for an allocation that orFree released meanwhile.
   size_t counted = 0;
-  const orError_t error = accesses.forEachRun(
-      *dev, table, sizes, count, [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+  const orError_t error =
+      accesses.forEachRun(*dev, table, sizes, count, [&](Allocation& allocation, uintptr_t, size_t first, size_t end) {
         if (!allocation.addUses(end - first)) {
-          return notInsideAllocation(*dev, accesses.address(first), api,
-                                     accesses.role(first).c_str());
+          return notInsideAllocation(*dev, accesses.address(first), api, accesses.role(first).c_str());
         }
         counted = end;
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, sizes, counted,
-                        [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
-                          allocation.uses.fetch_sub(end - first, std::memory_order_relaxed);
-                          return orSuccess;
-                        });
+    accesses.forEachRun(*dev, table, sizes, counted, [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+      allocation.uses.fetch_sub(end - first, std::memory_order_relaxed);
+      return orSuccess;
+    });
   }
   return error;
 }
 
 orError_t endAccesses(const char* api, bool batch, size_t count, const void* const* devPtrs) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (count == 0) return orSuccess;
-  if (devPtrs == nullptr) return fail(orErrorInvalidValue, "%s: devPtrs is NULL (count %zu)", api, count);
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (count == 0)
+    return orSuccess;
+  if (devPtrs == nullptr)
+    return fail(orErrorInvalidValue, "%s: devPtrs is NULL (count %zu)", api, count);
   Accesses accesses{*config, api, batch, count, devPtrs};
   Device* dev;
-  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess) return error;
+  if (const orError_t error = accesses.firstDevice(&dev); error != orSuccess)
+    return error;
   const ReadSection section;
   const AllocationTable& table = *currentAllocations(*dev);
   // Error unless the run's allocation has as many open accesses as the run
   // has pointers (the released one has none).
-  const auto checkOpen = [&](const Allocation& allocation, uintptr_t base, size_t first,
-                             size_t end, uint64_t uses) {
+  const auto checkOpen = [&](const Allocation& allocation, uintptr_t base, size_t first, size_t end, uint64_t uses) {
     if ((uses & Allocation::kReleased) == 0 && Allocation::openAccesses(uses) >= end - first) {
       return orSuccess;
     }
@@ -335,13 +348,11 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   const auto endRun = [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
     uint64_t uses = allocation.uses.load(std::memory_order_relaxed);
     do {
-      if (const orError_t failed = checkOpen(allocation, base, first, end, uses);
-          failed != orSuccess) {
+      if (const orError_t failed = checkOpen(allocation, base, first, end, uses); failed != orSuccess) {
         return failed;
       }
-    } while (!allocation.uses.compare_exchange_weak(uses, uses - (end - first),
-                                                    std::memory_order_release,
-                                                    std::memory_order_relaxed));
+    } while (!allocation.uses.compare_exchange_weak(
+        uses, uses - (end - first), std::memory_order_release, std::memory_order_relaxed));
     return orSuccess;
   };
   uintptr_t onlyBase;
@@ -353,16 +364,14 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
   if (const orError_t error = accesses.forEachRun(
           *dev, table, nullptr, count,
           [&](const Allocation& allocation, uintptr_t base, size_t first, size_t end) {
-            return checkOpen(allocation, base, first, end,
-                             allocation.uses.load(std::memory_order_relaxed));
+            return checkOpen(allocation, base, first, end, allocation.uses.load(std::memory_order_relaxed));
           });
       error != orSuccess) {
     return error;
   }
   size_t ended = 0;
   const orError_t error = accesses.forEachRun(
-      *dev, table, nullptr, count,
-      [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
+      *dev, table, nullptr, count, [&](Allocation& allocation, uintptr_t base, size_t first, size_t end) {
         if (const orError_t failed = endRun(allocation, base, first, end); failed != orSuccess) {
           return failed;
         }
@@ -370,11 +379,10 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
         return orSuccess;
       });
   if (error != orSuccess) {
-    accesses.forEachRun(*dev, table, nullptr, ended,
-                        [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
-                          allocation.uses.fetch_add(end - first, std::memory_order_relaxed);
-                          return orSuccess;
-                        });
+    accesses.forEachRun(*dev, table, nullptr, ended, [](Allocation& allocation, uintptr_t, size_t first, size_t end) {
+      allocation.uses.fetch_add(end - first, std::memory_order_relaxed);
+      return orSuccess;
+    });
   }
   return error;
 }
@@ -383,8 +391,10 @@ orError_t endAccesses(const char* api, bool batch, size_t count, const void* con
 
 orError_t orMalloc(void** devPtr, size_t size) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (devPtr == nullptr) return fail(orErrorInvalidValue, "orMalloc: devPtr is NULL");
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (devPtr == nullptr)
+    return fail(orErrorInvalidValue, "orMalloc: devPtr is NULL");
   if (size == 0) {
     *devPtr = nullptr;
     return orSuccess;
@@ -398,7 +408,8 @@ orError_t orMalloc(void** devPtr, size_t size) {
     if (arena == nullptr) {
       std::string error;
       arena = Arena::create(dev.index, config->deviceMemory, config->memoryProtection, &error);
-      if (arena == nullptr) return fail(orErrorMemoryAllocation, "%s", error.c_str());
+      if (arena == nullptr)
+        return fail(orErrorMemoryAllocation, "%s", error.c_str());
       dev.arena.store(arena, std::memory_order_release);
     }
     const size_t bytes = config->roundUpToPage(size);
@@ -410,20 +421,23 @@ orError_t orMalloc(void** devPtr, size_t size) {
   }
   const size_t freeBytes = arena != nullptr ? arena->freeBytes() : config->deviceMemory;
   const size_t largest = arena != nullptr ? arena->largestFreeRange() : config->deviceMemory;
-  return fail(orErrorMemoryAllocation,
-              "out of memory on device %d: requested %zu bytes; capacity %zu bytes, %zu bytes in "
-              "use, %zu bytes free, largest free range %zu bytes",
-              dev.index, size, config->deviceMemory, config->deviceMemory - freeBytes, freeBytes,
-              largest);
+  return fail(
+      orErrorMemoryAllocation,
+      "out of memory on device %d: requested %zu bytes; capacity %zu bytes, %zu bytes in "
+      "use, %zu bytes free, largest free range %zu bytes",
+      dev.index, size, config->deviceMemory, config->deviceMemory - freeBytes, freeBytes, largest);
 }
 
 orError_t orFree(void* devPtr) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (devPtr == nullptr) return orSuccess;
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (devPtr == nullptr)
+    return orSuccess;
   const uintptr_t address = reinterpret_cast<uintptr_t>(devPtr);
   Device* dev = deviceContaining(*config, address);
-  if (dev == nullptr) return notDevicePointer("orFree", address);
+  if (dev == nullptr)
+    return notDevicePointer("orFree", address);
   // As cudaFree synchronizes. Before taking the lock: the queued work may
   // need it (a host function can call the runtime).
   synchronizeDevice(dev->index);
@@ -432,15 +446,16 @@ orError_t orFree(void* devPtr) {
     uintptr_t base;
     Allocation* allocation = lookupAllocation(*currentAllocations(*dev), address, 0, &base);
     if (allocation == nullptr || base != address) {
-      return fail(orErrorInvalidDevicePointer,
-                  "orFree: %p is not the base of a live allocation of device %d", devPtr,
-                  dev->index);
+      return fail(
+          orErrorInvalidDevicePointer, "orFree: %p is not the base of a live allocation of device %d", devPtr,
+          dev->index);
     }
     if (allocation->imported) {
-      return fail(orErrorInvalidDevicePointer,
-                  "orFree: %p was opened with orIpcOpenMemHandle on device %d; release it with "
-                  "orIpcCloseMemHandle",
-                  devPtr, dev->index);
+      return fail(
+          orErrorInvalidDevicePointer,
+          "orFree: %p was opened with orIpcOpenMemHandle on device %d; release it with "
+          "orIpcCloseMemHandle",
+          devPtr, dev->index);
     }
     const size_t size = allocation->size;
     const uint64_t uses = allocation->release();
@@ -451,21 +466,24 @@ orError_t orFree(void* devPtr) {
       return orSuccess;
     }
     if (const uint32_t open = Allocation::openAccesses(uses); open != 0) {
-      return fail(orErrorIllegalState,
-                  "orFree: allocation %p (%zu bytes) of device %d still has %u open host "
-                  "access(es); call orMemAccessEnd first",
-                  devPtr, size, dev->index, open);
+      return fail(
+          orErrorIllegalState,
+          "orFree: allocation %p (%zu bytes) of device %d still has %u open host "
+          "access(es); call orMemAccessEnd first",
+          devPtr, size, dev->index, open);
     }
     lock.unlock();
     // Rare: a copy queued on another device's stream (or by another thread
     // since the wait above) still targets the allocation.
-    for (int index = 0; index < config->deviceCount; ++index) synchronizeDevice(index);
+    for (int index = 0; index < config->deviceCount; ++index)
+      synchronizeDevice(index);
   }
 }
 
 orError_t orMemGetInfo(size_t* freeBytes, size_t* totalBytes) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   if (freeBytes == nullptr || totalBytes == nullptr) {
     return fail(orErrorInvalidValue, "orMemGetInfo: freeBytes or totalBytes is NULL");
   }
@@ -485,8 +503,7 @@ orError_t orMemAccessEnd(const void* devPtr) {
   return endAccesses("orMemAccessEnd", /*batch=*/false, 1, &devPtr);
 }
 
-orError_t orMemAccessBeginBatch(size_t count, const void* const* devPtrs, const size_t* sizes,
-                                void** hostPtrs) {
+orError_t orMemAccessBeginBatch(size_t count, const void* const* devPtrs, const size_t* sizes, void** hostPtrs) {
   return beginAccesses("orMemAccessBeginBatch", /*batch=*/true, count, devPtrs, sizes, hostPtrs);
 }
 
@@ -496,7 +513,8 @@ orError_t orMemAccessEndBatch(size_t count, const void* const* devPtrs) {
 
 orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   if (attributes == nullptr) {
     return fail(orErrorInvalidValue, "orPointerGetAttributes: attributes is NULL");
   }
@@ -504,9 +522,10 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
   if (Device* dev = deviceContaining(*config, address)) {
     const ReadSection section;
     uintptr_t base;
-    const Allocation* allocation = findAllocation(*dev, *currentAllocations(*dev), address, 0,
-                                                  "orPointerGetAttributes", "pointer", &base);
-    if (allocation == nullptr) return orErrorInvalidDevicePointer;
+    const Allocation* allocation =
+        findAllocation(*dev, *currentAllocations(*dev), address, 0, "orPointerGetAttributes", "pointer", &base);
+    if (allocation == nullptr)
+      return orErrorInvalidDevicePointer;
     *attributes = {orMemoryTypeDevice, dev->index, reinterpret_cast<void*>(base), allocation->size};
     return orSuccess;
   }

@@ -36,26 +36,27 @@ inline bool holds(const Allocation& allocation, uintptr_t base, uintptr_t addres
 // [address, address + bytes), storing its base in *base; null, recording
 // nothing, if there is none.
 // Inline: on the path of every scoped access and copy.
-inline Allocation* lookupAllocation(const AllocationTable& table, uintptr_t address, size_t bytes,
-                                    uintptr_t* base) {
+inline Allocation* lookupAllocation(const AllocationTable& table, uintptr_t address, size_t bytes, uintptr_t* base) {
   const auto next = table.after(address);
-  if (next == table.entries.begin()) return nullptr;
+  if (next == table.entries.begin())
+    return nullptr;
   const AllocationTable::Entry& entry = *std::prev(next);
-  if (!holds(*entry.allocation, entry.base, address, bytes)) return nullptr;
+  if (!holds(*entry.allocation, entry.base, address, bytes))
+    return nullptr;
   *base = entry.base;
   return entry.allocation;
 }
 
 // The same, but a miss records an orErrorInvalidDevicePointer message, which
 // names the calling context and the pointer's role.
-Allocation* findAllocation(const Device& device, const AllocationTable& table, uintptr_t address,
-                           size_t bytes, const char* context, const char* role, uintptr_t* base);
+Allocation* findAllocation(
+    const Device& device, const AllocationTable& table, uintptr_t address, size_t bytes, const char* context,
+    const char* role, uintptr_t* base);
 
 // Records that the pointer is not inside a live allocation (also said of one
 // whose allocation orFree released while the caller was looking it up) and
 // returns orErrorInvalidDevicePointer.
-orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context,
-                              const char* role);
+orError_t notInsideAllocation(const Device& device, uintptr_t address, const char* context, const char* role);
 
 // With device.mutex held: publishes the table with allocation added at base.
 void insertAllocation(Device& device, uintptr_t base, Allocation* allocation);

@@ -27,12 +27,15 @@ struct Loaded {
 // Digits only: no sign, whitespace or base prefix, so "-1", " 2" and "0x10"
 // are rejected rather than silently reinterpreted.
 std::optional<uint64_t> parseUnsigned(std::string_view text) {
-  if (text.empty()) return std::nullopt;
+  if (text.empty())
+    return std::nullopt;
   uint64_t value = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
+    if (c < '0' || c > '9')
+      return std::nullopt;
     const uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    if (value > (UINT64_MAX - digit) / 10)
+      return std::nullopt;
     value = value * 10 + digit;
   }
   return value;
@@ -42,14 +45,25 @@ std::optional<uint64_t> parseBytes(std::string_view text) {
   unsigned shift = 0;
   if (!text.empty()) {
     switch (text.back()) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
     }
-    if (shift != 0) text.remove_suffix(1);
+    if (shift != 0)
+      text.remove_suffix(1);
   }
   const std::optional<uint64_t> value = parseUnsigned(text);
-  if (!value || *value > (UINT64_MAX >> shift)) return std::nullopt;
+  if (!value || *value > (UINT64_MAX >> shift))
+    return std::nullopt;
   return *value << shift;
 }
 
@@ -60,8 +74,8 @@ Loaded load() {
   if (const char* text = std::getenv("OPENREG_DEVICE_COUNT")) {
     const std::optional<uint64_t> count = parseUnsigned(text);
     if (!count || *count < 1 || *count > kMaxDevices) {
-      loaded.error = "OPENREG_DEVICE_COUNT='" + std::string(text) +
-                     "' is invalid: expected an integer in 1.." + std::to_string(kMaxDevices);
+      loaded.error = "OPENREG_DEVICE_COUNT='" + std::string(text) + "' is invalid: expected an integer in 1.." +
+          std::to_string(kMaxDevices);
       return loaded;
     }
     config.deviceCount = static_cast<int>(*count);
@@ -72,9 +86,8 @@ Loaded load() {
     // The upper bound keeps the page round-up below from overflowing.
     if (!bytes || *bytes < config.pageSize || *bytes > SIZE_MAX / 2) {
       loaded.error = "OPENREG_DEVICE_MEMORY='" + std::string(text) +
-                     "' is invalid: expected a byte count of at least " +
-                     std::to_string(config.pageSize) +
-                     " with an optional K, M or G suffix (binary units), e.g. 8G";
+          "' is invalid: expected a byte count of at least " + std::to_string(config.pageSize) +
+          " with an optional K, M or G suffix (binary units), e.g. 8G";
       return loaded;
     }
     config.deviceMemory = config.roundUpToPage(*bytes);
@@ -98,16 +111,15 @@ Loaded load() {
   if (!reason.empty()) {
     const char* text = std::getenv("OPENREG_DEVICE_MEMORY");
     loaded.error = "OPENREG_DEVICE_MEMORY" + (text ? "='" + std::string(text) + "'" : std::string(" (the default)")) +
-                   " is too large: " + std::to_string(config.deviceCount) + " devices need twice their capacity (" +
-                   std::to_string(config.deviceMemory) + " bytes each) of address space, which this process cannot reserve (" +
-                   reason + ")";
+        " is too large: " + std::to_string(config.deviceCount) + " devices need twice their capacity (" +
+        std::to_string(config.deviceMemory) + " bytes each) of address space, which this process cannot reserve (" +
+        reason + ")";
   }
 
   if (const char* text = std::getenv("OPENREG_MEMORY_PROTECTION")) {
     const std::string_view value = text;
     if (value != "0" && value != "1") {
-      loaded.error = "OPENREG_MEMORY_PROTECTION='" + std::string(text) +
-                     "' is invalid: expected 0 (off) or 1 (on)";
+      loaded.error = "OPENREG_MEMORY_PROTECTION='" + std::string(text) + "' is invalid: expected 0 (off) or 1 (on)";
       return loaded;
     }
     config.memoryProtection = value == "1";
@@ -149,9 +161,10 @@ const Config* loadRuntimeConfig() {
     return nullptr;
   }
   if (forkedAfterStart.load(std::memory_order_relaxed)) {
-    fail(orErrorInitializationError,
-         "openreg was started before this process was forked; a forked child cannot use it "
-         "(its device memory and stream threads belong to the parent). Use the 'spawn' start method.");
+    fail(
+        orErrorInitializationError,
+        "openreg was started before this process was forked; a forked child cannot use it "
+        "(its device memory and stream threads belong to the parent). Use the 'spawn' start method.");
     return nullptr;
   }
   usableConfig.store(&loaded->config, std::memory_order_release);

@@ -15,7 +15,9 @@ struct Config {
   size_t pageSize;
 
   // Callers make sure bytes <= SIZE_MAX - pageSize.
-  size_t roundUpToPage(size_t bytes) const { return (bytes + pageSize - 1) / pageSize * pageSize; }
+  size_t roundUpToPage(size_t bytes) const {
+    return (bytes + pageSize - 1) / pageSize * pageSize;
+  }
 };
 
 // The configuration while the runtime is usable: set once the environment
@@ -34,7 +36,8 @@ const Config* loadRuntimeConfig();
 // the runtime is usable this is one load.
 inline const Config* runtimeConfig() {
   // Acquire: pairs with the release that published the parsed configuration.
-  if (const Config* config = usableConfig.load(std::memory_order_acquire)) return config;
+  if (const Config* config = usableConfig.load(std::memory_order_acquire))
+    return config;
   return loadRuntimeConfig();
 }
 

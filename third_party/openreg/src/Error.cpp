@@ -30,35 +30,50 @@ orError_t fail(orError_t code, const char* format, ...) {
 
 const char* orGetErrorName(orError_t error) {
   switch (error) {
-    case orSuccess: return "orSuccess";
-    case orErrorInvalidValue: return "orErrorInvalidValue";
-    case orErrorMemoryAllocation: return "orErrorMemoryAllocation";
-    case orErrorInitializationError: return "orErrorInitializationError";
-    case orErrorInvalidDevice: return "orErrorInvalidDevice";
-    case orErrorInvalidDevicePointer: return "orErrorInvalidDevicePointer";
-    case orErrorInvalidMemcpyDirection: return "orErrorInvalidMemcpyDirection";
-    case orErrorIllegalState: return "orErrorIllegalState";
-    case orErrorNotReady: return "orErrorNotReady";
-    case orErrorInvalidResourceHandle: return "orErrorInvalidResourceHandle";
+    case orSuccess:
+      return "orSuccess";
+    case orErrorInvalidValue:
+      return "orErrorInvalidValue";
+    case orErrorMemoryAllocation:
+      return "orErrorMemoryAllocation";
+    case orErrorInitializationError:
+      return "orErrorInitializationError";
+    case orErrorInvalidDevice:
+      return "orErrorInvalidDevice";
+    case orErrorInvalidDevicePointer:
+      return "orErrorInvalidDevicePointer";
+    case orErrorInvalidMemcpyDirection:
+      return "orErrorInvalidMemcpyDirection";
+    case orErrorIllegalState:
+      return "orErrorIllegalState";
+    case orErrorNotReady:
+      return "orErrorNotReady";
+    case orErrorInvalidResourceHandle:
+      return "orErrorInvalidResourceHandle";
   }
   return "unrecognized error code";
 }
 
 const char* orGetErrorString(orError_t error) {
   switch (error) {
-    case orSuccess: return "no error";
-    case orErrorInvalidValue: return "an argument is invalid or out of range";
-    case orErrorMemoryAllocation: return "out of memory";
+    case orSuccess:
+      return "no error";
+    case orErrorInvalidValue:
+      return "an argument is invalid or out of range";
+    case orErrorMemoryAllocation:
+      return "out of memory";
     case orErrorInitializationError:
       return "the OPENREG_* environment is invalid; the runtime cannot be initialized";
-    case orErrorInvalidDevice: return "invalid device index";
+    case orErrorInvalidDevice:
+      return "invalid device index";
     case orErrorInvalidDevicePointer:
       return "the pointer or range is not inside a live device allocation";
     case orErrorInvalidMemcpyDirection:
       return "the pointers do not match the direction of the memcpy kind";
     case orErrorIllegalState:
       return "the operation is not allowed in the allocation's current state";
-    case orErrorNotReady: return "queued work has not completed yet";
+    case orErrorNotReady:
+      return "queued work has not completed yet";
     case orErrorInvalidResourceHandle:
       return "the stream or event handle is not live, or the event cannot be used this way";
   }

@@ -7,7 +7,6 @@ namespace openreg::runtime {
 
 // Records the printf-style message as this thread's last error and returns
 // code, so failing paths read `return fail(code, "...", ...);`.
-orError_t fail(orError_t code, const char* format, ...)
-    __attribute__((format(printf, 2, 3)));
+orError_t fail(orError_t code, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace openreg::runtime

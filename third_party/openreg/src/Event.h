@@ -21,7 +21,9 @@ class Record {
   Record(bool timed, int device) : timed_(timed), device_(device) {}
 
   // The device of the stream it was recorded on.
-  int device() const { return device_; }
+  int device() const {
+    return device_;
+  }
 
   // Called by the stream's worker when it reaches the marker.
   void complete();
@@ -43,8 +45,12 @@ class Event {
  public:
   Event(uintptr_t handle, unsigned int flags) : handle_(handle), flags_(flags) {}
 
-  orEvent_t handle() const { return reinterpret_cast<orEvent_t>(handle_); }
-  bool timed() const { return (flags_ & orEventDisableTiming) == 0; }
+  orEvent_t handle() const {
+    return reinterpret_cast<orEvent_t>(handle_);
+  }
+  bool timed() const {
+    return (flags_ & orEventDisableTiming) == 0;
+  }
 
   // Queues a new record on stream; it replaces the previous one.
   orError_t record(Stream& stream);

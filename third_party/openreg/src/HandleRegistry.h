@@ -39,7 +39,8 @@ class HandleRegistry {
     std::shared_ptr<Object> removed;  // released after the lock
     std::unique_lock lock(mutex_);
     const auto it = objects_.find(handle);
-    if (it == objects_.end()) return false;
+    if (it == objects_.end())
+      return false;
     removed = std::move(it->second);
     objects_.erase(it);
     return true;
@@ -48,7 +49,8 @@ class HandleRegistry {
   template <typename Visit>
   void forEach(Visit visit) const {
     std::shared_lock lock(mutex_);
-    for (const auto& [handle, object] : objects_) visit(object);
+    for (const auto& [handle, object] : objects_)
+      visit(object);
   }
 
  private:

@@ -15,7 +15,9 @@ struct Device;
 // nothing pay one relaxed load on their (rare) lookup misses.
 extern std::atomic<size_t> importedRangeCount;
 
-inline bool anyImports() { return importedRangeCount.load(std::memory_order_acquire) != 0; }
+inline bool anyImports() {
+  return importedRangeCount.load(std::memory_order_acquire) != 0;
+}
 
 // The device an imported range containing address was opened on, or null.
 Device* deviceOfImport(uintptr_t address);

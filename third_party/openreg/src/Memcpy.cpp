@@ -20,12 +20,12 @@ struct Api {
   const char* context[4];
 };
 
-constexpr Api kMemcpy{"orMemcpy",
-                      {"orMemcpy HostToHost", "orMemcpy HostToDevice", "orMemcpy DeviceToHost",
-                       "orMemcpy DeviceToDevice"}};
-constexpr Api kMemcpyAsync{"orMemcpyAsync",
-                           {"orMemcpyAsync HostToHost", "orMemcpyAsync HostToDevice",
-                            "orMemcpyAsync DeviceToHost", "orMemcpyAsync DeviceToDevice"}};
+constexpr Api kMemcpy{
+    "orMemcpy", {"orMemcpy HostToHost", "orMemcpy HostToDevice", "orMemcpy DeviceToHost", "orMemcpy DeviceToDevice"}};
+constexpr Api kMemcpyAsync{
+    "orMemcpyAsync",
+    {"orMemcpyAsync HostToHost", "orMemcpyAsync HostToDevice", "orMemcpyAsync DeviceToHost",
+     "orMemcpyAsync DeviceToDevice"}};
 
 // One end of a copy: the pointer as given and, for a device end, its device.
 struct End {
@@ -41,13 +41,14 @@ orError_t locate(const Config& config, End& end, size_t count, const char* conte
   if (end.onDevice) {
     end.device = deviceContaining(config, end.address);
     if (end.device == nullptr) {
-      return fail(orErrorInvalidDevicePointer, "%s: the %s %p is not a device pointer", context,
-                  end.role, reinterpret_cast<void*>(end.address));
+      return fail(
+          orErrorInvalidDevicePointer, "%s: the %s %p is not a device pointer", context, end.role,
+          reinterpret_cast<void*>(end.address));
     }
   } else if (overlapsDeviceMemory(config, end.address, count)) {
-    return fail(orErrorInvalidMemcpyDirection,
-                "%s: the %s range [%p, +%zu bytes) is device memory, not host memory", context,
-                end.role, reinterpret_cast<void*>(end.address), count);
+    return fail(
+        orErrorInvalidMemcpyDirection, "%s: the %s range [%p, +%zu bytes) is device memory, not host memory", context,
+        end.role, reinterpret_cast<void*>(end.address), count);
   }
   return orSuccess;
 }
@@ -55,11 +56,13 @@ orError_t locate(const Config& config, End& end, size_t count, const char* conte
 // Inside a ReadSection: the address to copy through, or null. A device end's
 // allocation is stored in *allocation.
 void* hostAddress(const End& end, size_t count, const char* context, Allocation** allocation) {
-  if (!end.onDevice) return reinterpret_cast<void*>(end.address);
+  if (!end.onDevice)
+    return reinterpret_cast<void*>(end.address);
   uintptr_t base;
-  *allocation = findAllocation(*end.device, *currentAllocations(*end.device), end.address, count,
-                               context, end.role, &base);
-  if (*allocation == nullptr) return nullptr;
+  *allocation =
+      findAllocation(*end.device, *currentAllocations(*end.device), end.address, count, context, end.role, &base);
+  if (*allocation == nullptr)
+    return nullptr;
   return (*allocation)->hostAddress(end.address);
 }
 
@@ -70,24 +73,25 @@ void* hostAddress(const End& end, size_t count, const char* context, Allocation*
 // host end). A queued copy's allocations are pinned first (QueuedCopy), since
 // it runs after the section.
 template <typename Transfer>
-orError_t checkCopy(const Config& config, const Api& api, void* dst, const void* src, size_t count,
-                    orMemcpyKind kind, bool queued, Transfer&& transfer) {
+orError_t checkCopy(
+    const Config& config, const Api& api, void* dst, const void* src, size_t count, orMemcpyKind kind, bool queued,
+    Transfer&& transfer) {
   // Compared as int: C callers can pass any value.
   const int kindValue = static_cast<int>(kind);
   if (kindValue < orMemcpyHostToHost || kindValue > orMemcpyDeviceToDevice) {
     return fail(orErrorInvalidValue, "%s: unknown kind %d (expected 0..3)", api.name, kindValue);
   }
-  if (count == 0) return orSuccess;
+  if (count == 0)
+    return orSuccess;
   const char* context = api.context[kind];
   if (dst == nullptr || src == nullptr) {
-    return fail(orErrorInvalidValue, "%s: dst %p or src %p is NULL (count %zu)", context, dst,
-                src, count);
+    return fail(orErrorInvalidValue, "%s: dst %p or src %p is NULL (count %zu)", context, dst, src, count);
   }
-  End to{"destination", reinterpret_cast<uintptr_t>(dst),
-         kind == orMemcpyHostToDevice || kind == orMemcpyDeviceToDevice};
-  End from{"source", reinterpret_cast<uintptr_t>(src),
-           kind == orMemcpyDeviceToHost || kind == orMemcpyDeviceToDevice};
-  if (const orError_t error = locate(config, to, count, context); error != orSuccess) return error;
+  End to{
+      "destination", reinterpret_cast<uintptr_t>(dst), kind == orMemcpyHostToDevice || kind == orMemcpyDeviceToDevice};
+  End from{"source", reinterpret_cast<uintptr_t>(src), kind == orMemcpyDeviceToHost || kind == orMemcpyDeviceToDevice};
+  if (const orError_t error = locate(config, to, count, context); error != orSuccess)
+    return error;
   if (const orError_t error = locate(config, from, count, context); error != orSuccess) {
     return error;
   }
@@ -95,13 +99,16 @@ orError_t checkCopy(const Config& config, const Api& api, void* dst, const void*
   const ReadSection section;
   Allocation* allocations[2] = {nullptr, nullptr};
   void* target = hostAddress(to, count, context, &allocations[0]);
-  if (target == nullptr) return orErrorInvalidDevicePointer;
+  if (target == nullptr)
+    return orErrorInvalidDevicePointer;
   const void* origin = hostAddress(from, count, context, &allocations[1]);
-  if (origin == nullptr) return orErrorInvalidDevicePointer;
+  if (origin == nullptr)
+    return orErrorInvalidDevicePointer;
   if (queued) {
     const End* ends[2] = {&to, &from};
     for (int i = 0; i < 2; ++i) {
-      if (allocations[i] == nullptr || allocations[i]->addUses(Allocation::kQueuedCopy)) continue;
+      if (allocations[i] == nullptr || allocations[i]->addUses(Allocation::kQueuedCopy))
+        continue;
       // orFree released it meanwhile.
       if (i == 1 && allocations[0] != nullptr) {
         allocations[0]->uses.fetch_sub(Allocation::kQueuedCopy, std::memory_order_relaxed);
@@ -153,28 +160,31 @@ int copyDevice(const void* dst, const void* src, orMemcpyKind kind) {
 
 orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  return checkCopy(*config, kMemcpy, dst, src, count, kind, /*queued=*/false,
-                   [&](void* target, const void* origin, Allocation* const*) {
-                     std::optional<ActivityEntry> activity;
-                     if (activityRecording() && !insideRecordedKernel()) {
-                       activity = memcpyActivity(copyDevice(dst, src, kind), nullptr, kind, count);
-                     }
-                     // A same-device or host-to-host copy may overlap.
-                     copyBytes(target, origin, count);
-                     if (activity) {
-                       activity->end = activityTimestamp();
-                       addActivity(std::move(*activity));
-                     }
-                   });
+  if (config == nullptr)
+    return orErrorInitializationError;
+  return checkCopy(
+      *config, kMemcpy, dst, src, count, kind, /*queued=*/false,
+      [&](void* target, const void* origin, Allocation* const*) {
+        std::optional<ActivityEntry> activity;
+        if (activityRecording() && !insideRecordedKernel()) {
+          activity = memcpyActivity(copyDevice(dst, src, kind), nullptr, kind, count);
+        }
+        // A same-device or host-to-host copy may overlap.
+        copyBytes(target, origin, count);
+        if (activity) {
+          activity->end = activityTimestamp();
+          addActivity(std::move(*activity));
+        }
+      });
 }
 
-orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
-                        orStream_t stream) {
+orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind, orStream_t stream) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   const std::shared_ptr<Stream> queue = findStream(stream, "orMemcpyAsync");
-  if (queue == nullptr) return orErrorInvalidResourceHandle;
+  if (queue == nullptr)
+    return orErrorInvalidResourceHandle;
   std::optional<QueuedCopy> copy;
   if (const orError_t error = checkCopy(
           *config, kMemcpyAsync, dst, src, count, kind, /*queued=*/true,
@@ -187,9 +197,11 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
   // Stamped when the stream runs the copy; tagged with the launching thread's
   // correlation id now.
   std::optional<ActivityEntry> activity;
-  if (activityRecording()) activity = memcpyActivity(queue->device(), stream, kind, count);
+  if (activityRecording())
+    activity = memcpyActivity(queue->device(), stream, kind, count);
   const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy, activity]() mutable {
-    if (activity) activity->start = activityTimestamp();
+    if (activity)
+      activity->start = activityTimestamp();
     copyBytes(copy.target, copy.origin, copy.count);
     copy.unpin();
     if (activity) {
@@ -197,6 +209,7 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
       addActivity(std::move(*activity));
     }
   });
-  if (error != orSuccess) copy->unpin();
+  if (error != orSuccess)
+    copy->unpin();
   return error;
 }

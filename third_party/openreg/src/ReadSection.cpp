@@ -26,13 +26,14 @@ std::atomic<ReaderSlot*> slots{nullptr};
 // Starts at 1 so that a slot's 0 means "outside a section".
 std::atomic<uint64_t> gracePeriods{1};
 
-long membarrier(int command) { return syscall(__NR_membarrier, command, 0, 0); }
+long membarrier(int command) {
+  return syscall(__NR_membarrier, command, 0, 0);
+}
 
 // Whether writers can fence every reader for it (decided once, before any
 // section is entered: the first ReadSection asks).
 bool writersFenceReaders() {
-  static const bool registered =
-      membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  static const bool registered = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
   return registered;
 }
 
@@ -42,7 +43,8 @@ bool writersFenceReaders() {
 // Gives the slot back when its thread exits (a section never spans that).
 struct SlotReturn {
   ~SlotReturn() {
-    if (threadSlot != nullptr) threadSlot->owned.store(false, std::memory_order_release);
+    if (threadSlot != nullptr)
+      threadSlot->owned.store(false, std::memory_order_release);
     threadSlot = nullptr;  // a later thread-exit destructor's section claims another
   }
 };
@@ -90,7 +92,8 @@ ReadSection::ReadSection() {
 
 ReadSection::~ReadSection() {
   // Release: the writer that sees the slot cleared also sees the section's reads done.
-  if (slot_ != nullptr) slot_->since.store(0, std::memory_order_release);
+  if (slot_ != nullptr)
+    slot_->since.store(0, std::memory_order_release);
 }
 
 void waitForReaders() {
@@ -104,11 +107,11 @@ void waitForReaders() {
   } else {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
-  for (ReaderSlot* slot = slots.load(std::memory_order_acquire); slot != nullptr;
-       slot = slot->next) {
+  for (ReaderSlot* slot = slots.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {
     for (;;) {
       const uint64_t since = slot->since.load(std::memory_order_acquire);
-      if (since == 0 || since >= current) break;
+      if (since == 0 || since >= current)
+        break;
       std::this_thread::yield();
     }
   }

@@ -42,30 +42,28 @@ HandleRegistry<Stream>& streams() {
 
 std::shared_ptr<Stream> defaultStream(int index) {
   DeviceStreams& entry = deviceStreams(index);
-  std::call_once(entry.defaultCreated, [&] {
-    entry.defaultStream = std::make_shared<Stream>(0, index, kLeastPriority);
-  });
+  std::call_once(
+      entry.defaultCreated, [&] { entry.defaultStream = std::make_shared<Stream>(0, index, kLeastPriority); });
   return entry.defaultStream;
 }
 
 }  // namespace
 
-Stream::Stream(uintptr_t handle, int device, int priority)
-    : handle_(handle), device_(device), priority_(priority) {}
+Stream::Stream(uintptr_t handle, int device, int priority) : handle_(handle), device_(device), priority_(priority) {}
 
 orError_t Stream::submit(const char* context, std::function<void()> task, bool marker) {
   std::unique_lock lock(mutex_);
   if (stopping_) {
-    return fail(orErrorInvalidResourceHandle, "%s: stream %p is being destroyed", context,
-                static_cast<void*>(handle()));
+    return fail(
+        orErrorInvalidResourceHandle, "%s: stream %p is being destroyed", context, static_cast<void*>(handle()));
   }
   if (!worker_.joinable()) {
     try {
       worker_ = std::thread(&Stream::run, this);
     } catch (const std::system_error& error) {
-      return fail(orErrorMemoryAllocation,
-                  "%s: cannot start the worker thread of stream %p of device %d: %s", context,
-                  static_cast<void*>(handle()), device_, error.what());
+      return fail(
+          orErrorMemoryAllocation, "%s: cannot start the worker thread of stream %p of device %d: %s", context,
+          static_cast<void*>(handle()), device_, error.what());
     }
   }
   tasks_.push_back({std::move(task), marker});
@@ -90,12 +88,14 @@ void Stream::synchronize() {
 bool Stream::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return false;
+    if (stopping_)
+      return false;
     stopping_ = true;
   }
   workQueued_.notify_one();
   // No submit touches worker_ once stopping_ is set.
-  if (worker_.joinable()) worker_.join();
+  if (worker_.joinable())
+    worker_.join();
   return true;
 }
 
@@ -106,7 +106,8 @@ void Stream::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
     workQueued_.wait(lock, [this] { return !tasks_.empty() || stopping_; });
-    if (tasks_.empty()) return;
+    if (tasks_.empty())
+      return;
     const Task task = std::move(tasks_.front());
     tasks_.pop_front();
     if (!task.marker) {
@@ -128,23 +129,27 @@ void Stream::complete() {
 }
 
 std::shared_ptr<Stream> findStream(orStream_t handle, const char* context) {
-  if (handle == nullptr) return defaultStream(currentDevice());
+  if (handle == nullptr)
+    return defaultStream(currentDevice());
   if (std::shared_ptr<Stream> stream = streams().find(reinterpret_cast<uintptr_t>(handle))) {
     return stream;
   }
-  fail(orErrorInvalidResourceHandle,
-       "%s: stream %p is not a live stream (destroyed, or never created)", context,
-       static_cast<void*>(handle));
+  fail(
+      orErrorInvalidResourceHandle, "%s: stream %p is not a live stream (destroyed, or never created)", context,
+      static_cast<void*>(handle));
   return nullptr;
 }
 
 void synchronizeDevice(int index) {
-  if (pendingTasks[index].load(std::memory_order_acquire) == 0) return;
+  if (pendingTasks[index].load(std::memory_order_acquire) == 0)
+    return;
   std::vector<std::shared_ptr<Stream>> pending{defaultStream(index)};
   streams().forEach([&](const std::shared_ptr<Stream>& stream) {
-    if (stream->device() == index) pending.push_back(stream);
+    if (stream->device() == index)
+      pending.push_back(stream);
   });
-  for (const std::shared_ptr<Stream>& stream : pending) stream->synchronize();
+  for (const std::shared_ptr<Stream>& stream : pending)
+    stream->synchronize();
 }
 
 }  // namespace openreg::runtime
@@ -155,13 +160,14 @@ namespace {
 
 orError_t createStream(const char* context, orStream_t* stream, unsigned int flags, int priority) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (stream == nullptr) return fail(orErrorInvalidValue, "%s: stream is NULL", context);
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (stream == nullptr)
+    return fail(orErrorInvalidValue, "%s: stream is NULL", context);
   // 1 is CUDA's non-blocking flag: no stream waits implicitly for the default
   // one here, so it changes nothing.
   if (flags > 1) {
-    return fail(orErrorInvalidValue,
-                "%s: flags 0x%x are invalid (expected 0, or 1 for non-blocking)", context, flags);
+    return fail(orErrorInvalidValue, "%s: flags 0x%x are invalid (expected 0, or 1 for non-blocking)", context, flags);
   }
   // Out-of-range priorities are clamped, as CUDA does.
   priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
@@ -181,18 +187,19 @@ orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int
 
 orError_t orStreamDestroy(orStream_t stream) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   if (stream == nullptr) {
-    return fail(orErrorInvalidResourceHandle,
-                "orStreamDestroy: the default stream (NULL) cannot be destroyed");
+    return fail(orErrorInvalidResourceHandle, "orStreamDestroy: the default stream (NULL) cannot be destroyed");
   }
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamDestroy");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   // Stays registered while it drains, so synchronizeDevice still waits for it.
   if (!target->stop()) {
-    return fail(orErrorInvalidResourceHandle,
-                "orStreamDestroy: stream %p is already being destroyed",
-                static_cast<void*>(stream));
+    return fail(
+        orErrorInvalidResourceHandle, "orStreamDestroy: stream %p is already being destroyed",
+        static_cast<void*>(stream));
   }
   streams().remove(reinterpret_cast<uintptr_t>(stream));
   return orSuccess;
@@ -200,60 +207,69 @@ orError_t orStreamDestroy(orStream_t stream) {
 
 orError_t orStreamQuery(orStream_t stream) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamQuery");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   if (!target->idle()) {
-    return fail(orErrorNotReady, "orStreamQuery: stream %p of device %d has work in progress",
-                static_cast<void*>(stream), target->device());
+    return fail(
+        orErrorNotReady, "orStreamQuery: stream %p of device %d has work in progress", static_cast<void*>(stream),
+        target->device());
   }
   return orSuccess;
 }
 
 orError_t orStreamSynchronize(orStream_t stream) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   // Hosts synchronize with the default stream before every host-side read;
   // when nothing is pending on the device at all, that needs no lock.
   // Acquire: pairs with the release in Stream::complete.
-  if (stream == nullptr &&
-      pendingTasks[currentDevice()].load(std::memory_order_acquire) == 0) {
+  if (stream == nullptr && pendingTasks[currentDevice()].load(std::memory_order_acquire) == 0) {
     return orSuccess;
   }
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamSynchronize");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   target->synchronize();
   return orSuccess;
 }
 
 orError_t orStreamGetDevice(orStream_t stream, int* device) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (device == nullptr) return fail(orErrorInvalidValue, "orStreamGetDevice: device is NULL");
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (device == nullptr)
+    return fail(orErrorInvalidValue, "orStreamGetDevice: device is NULL");
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamGetDevice");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   *device = target->device();
   return orSuccess;
 }
 
 orError_t orStreamGetPriority(orStream_t stream, int* priority) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   if (priority == nullptr) {
     return fail(orErrorInvalidValue, "orStreamGetPriority: priority is NULL");
   }
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamGetPriority");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   *priority = target->priority();
   return orSuccess;
 }
 
 orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
+  if (config == nullptr)
+    return orErrorInitializationError;
   if (leastPriority == nullptr || greatestPriority == nullptr) {
-    return fail(orErrorInvalidValue,
-                "orDeviceGetStreamPriorityRange: leastPriority or greatestPriority is NULL");
+    return fail(orErrorInvalidValue, "orDeviceGetStreamPriorityRange: leastPriority or greatestPriority is NULL");
   }
   *leastPriority = kLeastPriority;
   *greatestPriority = kGreatestPriority;
@@ -262,15 +278,17 @@ orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriori
 
 orError_t orLaunchHostFunc(orStream_t stream, void (*fn)(void*), void* userData) {
   const Config* config = runtimeConfig();
-  if (config == nullptr) return orErrorInitializationError;
-  if (fn == nullptr) return fail(orErrorInvalidValue, "orLaunchHostFunc: fn is NULL");
+  if (config == nullptr)
+    return orErrorInitializationError;
+  if (fn == nullptr)
+    return fail(orErrorInvalidValue, "orLaunchHostFunc: fn is NULL");
   const std::shared_ptr<Stream> target = findStream(stream, "orLaunchHostFunc");
-  if (target == nullptr) return orErrorInvalidResourceHandle;
+  if (target == nullptr)
+    return orErrorInvalidResourceHandle;
   if (!activityRecording()) {
     return target->submit("orLaunchHostFunc", [fn, userData] { fn(userData); });
   }
-  ActivityEntry activity{orActivityKindHostFunc, "Host function", target->device(), stream,
-                         currentCorrelationId(), 0};
+  ActivityEntry activity{orActivityKindHostFunc, "Host function", target->device(), stream, currentCorrelationId(), 0};
   return target->submit("orLaunchHostFunc", [fn, userData, activity]() mutable {
     activity.start = activityTimestamp();
     fn(userData);

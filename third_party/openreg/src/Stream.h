@@ -21,9 +21,15 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  orStream_t handle() const { return reinterpret_cast<orStream_t>(handle_); }
-  int device() const { return device_; }
-  int priority() const { return priority_; }
+  orStream_t handle() const {
+    return reinterpret_cast<orStream_t>(handle_);
+  }
+  int device() const {
+    return device_;
+  }
+  int priority() const {
+    return priority_;
+  }
 
   // Queues task behind the work submitted so far, starting the worker at the
   // first submission. Fails (recording a message that names context) once the
@@ -57,7 +63,7 @@ class Stream {
   const int priority_;
 
   std::mutex mutex_;
-  std::condition_variable workQueued_;     // the worker waits for tasks
+  std::condition_variable workQueued_;  // the worker waits for tasks
   std::condition_variable workCompleted_;  // synchronizing callers wait here
   std::deque<Task> tasks_;
   uint64_t submitted_ = 0;

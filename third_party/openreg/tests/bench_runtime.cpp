@@ -24,9 +24,9 @@ double medianNanoseconds(int batches, int batch, const std::function<void()>& op
   std::vector<double> samples;
   for (int b = 0; b < batches; ++b) {
     const auto start = Clock::now();
-    for (int i = 0; i < batch; ++i) op();
-    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
-                      batch);
+    for (int i = 0; i < batch; ++i)
+      op();
+    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count() / batch);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
   return samples[samples.size() / 2];
@@ -51,11 +51,13 @@ void mallocFree(size_t size, const char* label) {
 // Cost of the punch itself on pages that hold data, outside the runtime.
 void punchHole(size_t size, const char* label) {
   const int fd = memfd_create("bench", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) std::exit(1);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0)
+    std::exit(1);
   char* view = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   std::vector<double> samples;
   for (int i = 0; i < 2000; ++i) {
-    for (size_t page = 0; page < size; page += 4096) view[page] = 1;
+    for (size_t page = 0; page < size; page += 4096)
+      view[page] = 1;
     const auto start = Clock::now();
     fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size));
     samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count());
@@ -90,7 +92,8 @@ int main() {
       void* ptr = nullptr;
       check(orMalloc(&ptr, 1 << 20));
       check(orMemAccessBegin(ptr, 1 << 20, &host));
-      for (size_t page = 0; page < (1 << 20); page += 4096) static_cast<char*>(host)[page] = 1;
+      for (size_t page = 0; page < (1 << 20); page += 4096)
+        static_cast<char*>(host)[page] = 1;
       check(orMemAccessEnd(ptr));
       check(orFree(ptr));
     });
@@ -113,8 +116,10 @@ int main() {
   const size_t sizes[] = {64, 64, 64};
   void* hosts[3] = {};
   const double singles = medianNanoseconds(1000, 1000, [&] {
-    for (int i = 0; i < 3; ++i) check(orMemAccessBegin(operands[i], sizes[i], &hosts[i]));
-    for (int i = 0; i < 3; ++i) check(orMemAccessEnd(operands[i]));
+    for (int i = 0; i < 3; ++i)
+      check(orMemAccessBegin(operands[i], sizes[i], &hosts[i]));
+    for (int i = 0; i < 3; ++i)
+      check(orMemAccessEnd(operands[i]));
   });
   std::printf("orMemAccessBegin+End x 3                     %10.1f ns\n", singles);
   const double batch = medianNanoseconds(1000, 1000, [&] {
@@ -135,18 +140,13 @@ int main() {
   const size_t size = size_t{256} << 20;
   std::vector<char> source(size, 1), target(size, 0);
   check(orMalloc(&ptr, size));
-  const double runtime = gigabytesPerSecond(size, [&] {
-    check(orMemcpy(ptr, source.data(), size, orMemcpyHostToDevice));
-  });
-  const double plain = gigabytesPerSecond(size, [&] {
-    std::memcpy(target.data(), source.data(), size);
-  });
+  const double runtime =
+      gigabytesPerSecond(size, [&] { check(orMemcpy(ptr, source.data(), size, orMemcpyHostToDevice)); });
+  const double plain = gigabytesPerSecond(size, [&] { std::memcpy(target.data(), source.data(), size); });
   // The same destination pages as orMemcpy: separates the runtime's overhead
   // from the cost of writing to shared-memory pages.
   check(orMemAccessBegin(ptr, size, &host));
-  const double view = gigabytesPerSecond(size, [&] {
-    std::memcpy(host, source.data(), size);
-  });
+  const double view = gigabytesPerSecond(size, [&] { std::memcpy(host, source.data(), size); });
   check(orMemAccessEnd(ptr));
   std::printf("orMemcpy HtoD 256 MiB                        %10.2f GB/s\n", runtime);
   std::printf("memcpy 256 MiB, host to host                 %10.2f GB/s\n", plain);

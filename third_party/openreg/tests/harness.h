@@ -32,15 +32,14 @@ struct Counters {
 // In MAP_SHARED memory so that forked children count too.
 inline Counters* counters;
 
-inline void record(bool ok, const std::string& expression, const char* file, int line,
-                   const std::string& detail) {
+inline void record(bool ok, const std::string& expression, const char* file, int line, const std::string& detail) {
   if (ok) {
     counters->passed.fetch_add(1);
     return;
   }
   counters->failed.fetch_add(1);
-  std::fprintf(stderr, "FAIL %s:%d: %s%s%s\n", file, line, expression.c_str(),
-               detail.empty() ? "" : ": ", detail.c_str());
+  std::fprintf(
+      stderr, "FAIL %s:%d: %s%s%s\n", file, line, expression.c_str(), detail.empty() ? "" : ": ", detail.c_str());
 }
 
 inline std::string errorDetail(orError_t got) {
@@ -49,23 +48,24 @@ inline std::string errorDetail(orError_t got) {
 
 #define CHECK(condition) record((condition), #condition, __FILE__, __LINE__, "")
 
-#define CHECK_ERR(expression, expected)                                                     \
-  do {                                                                                      \
-    const orError_t got_ = (expression);                                                    \
-    record(got_ == (expected), #expression " == " #expected, __FILE__, __LINE__,            \
-           got_ == (expected) ? "" : errorDetail(got_));                                    \
+#define CHECK_ERR(expression, expected)                                       \
+  do {                                                                        \
+    const orError_t got_ = (expression);                                      \
+    record(                                                                   \
+        got_ == (expected), #expression " == " #expected, __FILE__, __LINE__, \
+        got_ == (expected) ? "" : errorDetail(got_));                         \
   } while (0)
 
 #define CHECK_OK(expression) CHECK_ERR(expression, orSuccess)
 
 // The last error message of this thread contains text.
-#define CHECK_MESSAGE_HAS(text)                                                              \
-  record(std::strstr(orGetLastErrorMessage(), std::string(text).c_str()) != nullptr,        \
-         "last error message contains \"" + std::string(text) + "\"", __FILE__, __LINE__,    \
-         std::string("message is \"") + orGetLastErrorMessage() + "\"")
+#define CHECK_MESSAGE_HAS(text)                                                        \
+  record(                                                                              \
+      std::strstr(orGetLastErrorMessage(), std::string(text).c_str()) != nullptr,      \
+      "last error message contains \"" + std::string(text) + "\"", __FILE__, __LINE__, \
+      std::string("message is \"") + orGetLastErrorMessage() + "\"")
 
-const char* const kEnvironment[] = {"OPENREG_DEVICE_COUNT", "OPENREG_DEVICE_MEMORY",
-                                    "OPENREG_MEMORY_PROTECTION"};
+const char* const kEnvironment[] = {"OPENREG_DEVICE_COUNT", "OPENREG_DEVICE_MEMORY", "OPENREG_MEMORY_PROTECTION"};
 
 using Environment = std::vector<std::pair<const char*, const char*>>;
 
@@ -76,8 +76,10 @@ inline int runInChild(const Environment& env, const std::function<void()>& body)
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid == 0) {
-    for (const char* name : kEnvironment) unsetenv(name);
-    for (const auto& [name, value] : env) setenv(name, value, 1);
+    for (const char* name : kEnvironment)
+      unsetenv(name);
+    for (const auto& [name, value] : env)
+      setenv(name, value, 1);
     body();
     std::fflush(stdout);
     std::fflush(stderr);
@@ -88,8 +90,7 @@ inline int runInChild(const Environment& env, const std::function<void()>& body)
   return status;
 }
 
-#define CHECK_CHILD_EXITED_CLEANLY(status) \
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+#define CHECK_CHILD_EXITED_CLEANLY(status) CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0)
 
 inline size_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -111,7 +112,8 @@ inline size_t freeBytes() {
 
 inline std::vector<unsigned char> pattern(size_t size, unsigned seed) {
   std::vector<unsigned char> bytes(size);
-  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<unsigned char>(i * 131 + seed * 7 + 1);
+  for (size_t i = 0; i < size; ++i)
+    bytes[i] = static_cast<unsigned char>(i * 131 + seed * 7 + 1);
   return bytes;
 }
 
@@ -121,7 +123,9 @@ inline std::vector<unsigned char> readBack(const void* devPtr, size_t size) {
   return bytes;
 }
 
-inline char* offset(void* ptr, size_t bytes) { return static_cast<char*>(ptr) + bytes; }
+inline char* offset(void* ptr, size_t bytes) {
+  return static_cast<char*>(ptr) + bytes;
+}
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -167,7 +171,8 @@ inline orError_t launch(orStream_t stream, std::function<void()> body) {
         delete closure;
       },
       heap);
-  if (error != orSuccess) delete heap;
+  if (error != orSuccess)
+    delete heap;
   return error;
 }
 
@@ -186,14 +191,16 @@ inline int threadCount() {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+    if (line.rfind("Threads:", 0) == 0)
+      return std::atoi(line.c_str() + 8);
   }
   return -1;
 }
 
 // A joined thread may still be counted for a moment after join returns.
 inline bool threadCountSettlesAt(int expected) {
-  for (int i = 0; i < 1000 && threadCount() != expected; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 1000 && threadCount() != expected; ++i)
+    std::this_thread::sleep_for(1ms);
   return threadCount() == expected;
 }
 
@@ -202,7 +209,7 @@ inline double cpuMilliseconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
-         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+      (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
 }
 
 }  // namespace openreg_test

@@ -23,16 +23,14 @@ std::vector<Collected> flushActivities() {
   CHECK_OK(orActivityFlush(
       [](const orActivity* a, void* user) {
         static_cast<std::vector<Collected>*>(user)->push_back(
-            {a->kind, a->name, a->device, a->stream, a->correlationId, a->start, a->end,
-             a->memcpyKind, a->bytes});
+            {a->kind, a->name, a->device, a->stream, a->correlationId, a->start, a->end, a->memcpyKind, a->bytes});
       },
       &all));
   return all;
 }
 
 int64_t epochNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -73,8 +71,8 @@ void testActivities() {
   CHECK_OK(block(stream, gate));
   CHECK_OK(orMemcpyAsync(host.data(), dev, kSize, orMemcpyDeviceToHost, stream));
   std::atomic<int> ran{0};
-  CHECK_OK(orLaunchHostFunc(
-      stream, [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); }, &ran));
+  CHECK_OK(
+      orLaunchHostFunc(stream, [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); }, &ran));
   CHECK_OK(orRangePop());  // the stream reaches this pop after the gate
   uint64_t popped = 0;
   CHECK_OK(orActivityPopExternalCorrelationId(&popped));
@@ -93,7 +91,8 @@ void testActivities() {
   CHECK(all.size() == 7);  // block() is a host function too
   auto find = [&](orActivityKind kind, orMemcpyKind copy = orMemcpyHostToHost) {
     for (const Collected& a : all) {
-      if (a.kind == kind && (kind != orActivityKindMemcpy || a.memcpyKind == copy)) return a;
+      if (a.kind == kind && (kind != orActivityKindMemcpy || a.memcpyKind == copy))
+        return a;
     }
     return Collected{};
   };
@@ -120,9 +119,11 @@ void testActivities() {
   CHECK(asyncCopies == 1);
   Collected fn{};  // the later of the two: the counter, behind the gate
   for (const Collected& a : all) {
-    if (a.kind != orActivityKindHostFunc) continue;
+    if (a.kind != orActivityKindHostFunc)
+      continue;
     CHECK(a.name == "Host function" && a.stream == stream && a.correlationId == 42);
-    if (a.start > fn.start) fn = a;
+    if (a.start > fn.start)
+      fn = a;
   }
   CHECK(fn.start >= gateOpened);
   const Collected range = find(orActivityKindRange);
@@ -148,8 +149,7 @@ void testActivities() {
   CHECK_ERR(orActivityFlush(nullptr, nullptr), orErrorInvalidValue);
   CHECK_ERR(orKernelBegin(stream, "k", 1, nullptr), orErrorInvalidValue);
   CHECK_OK(orActivityEnable());
-  CHECK_ERR(orKernelBegin(reinterpret_cast<orStream_t>(999999), "k", 1, &kernel),
-            orErrorInvalidResourceHandle);
+  CHECK_ERR(orKernelBegin(reinterpret_cast<orStream_t>(999999), "k", 1, &kernel), orErrorInvalidResourceHandle);
   CHECK(kernel == nullptr);
   CHECK_OK(orActivityDisable());
 

@@ -101,8 +101,7 @@ void testMemcpyAsyncValidation() {
   CHECK_OK(orStreamQuery(stream));
   // Count 0 succeeds whatever the pointers, and so queues nothing.
   CHECK_OK(orMemcpyAsync(nullptr, nullptr, 0, orMemcpyDeviceToDevice, stream));
-  CHECK_OK(orMemcpyAsync(host.data(), reinterpret_cast<void*>(16), 0, orMemcpyDeviceToHost,
-                         nullptr));
+  CHECK_OK(orMemcpyAsync(host.data(), reinterpret_cast<void*>(16), 0, orMemcpyDeviceToHost, nullptr));
   CHECK(readBack(a, kSize) == data);
   CHECK_OK(orStreamDestroy(stream));
   CHECK_OK(orFree(a));
@@ -115,9 +114,7 @@ void testFreeWaitsForQueuedCopies() {
   const size_t initial = freeBytes();
   orStream_t stream = nullptr;
   CHECK_OK(orStreamCreate(&stream));
-  const auto delay = [](orStream_t on) {
-    CHECK_OK(launch(on, [] { std::this_thread::sleep_for(50ms); }));
-  };
+  const auto delay = [](orStream_t on) { CHECK_OK(launch(on, [] { std::this_thread::sleep_for(50ms); })); };
 
   // A pending device-to-host copy out of the allocation.
   void* ptr = nullptr;

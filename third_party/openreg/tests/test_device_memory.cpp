@@ -44,13 +44,16 @@ void testOutOfMemory() {
 
     // Fragmentation: 32K free in 4K pieces cannot hold 8K.
     std::vector<void*> pages(16);
-    for (void*& page : pages) CHECK_OK(orMalloc(&page, kPage));
-    for (size_t i = 0; i < pages.size(); i += 2) CHECK_OK(orFree(pages[i]));
+    for (void*& page : pages)
+      CHECK_OK(orMalloc(&page, kPage));
+    for (size_t i = 0; i < pages.size(); i += 2)
+      CHECK_OK(orFree(pages[i]));
     CHECK(freeBytes() == 32 * KiB);
     CHECK_ERR(orMalloc(&ptr, 2 * kPage), orErrorMemoryAllocation);
     CHECK_MESSAGE_HAS("32768 bytes free");
     CHECK_MESSAGE_HAS("largest free range 4096 bytes");
-    for (size_t i = 1; i < pages.size(); i += 2) CHECK_OK(orFree(pages[i]));
+    for (size_t i = 1; i < pages.size(); i += 2)
+      CHECK_OK(orFree(pages[i]));
     CHECK_OK(orMalloc(&whole, 64 * KiB));
     CHECK_OK(orFree(whole));
   }));
@@ -63,9 +66,11 @@ void testCoalescing() {
     const std::vector<std::vector<int>> orders = {{1, 0, 2}, {0, 2, 1}, {2, 1, 0}};
     for (const std::vector<int>& order : orders) {
       void* blocks[4] = {};
-      for (void*& block : blocks) CHECK_OK(orMalloc(&block, 16 * KiB));
+      for (void*& block : blocks)
+        CHECK_OK(orMalloc(&block, 16 * KiB));
       CHECK(freeBytes() == 0);
-      for (int i : order) CHECK_OK(orFree(blocks[i]));
+      for (int i : order)
+        CHECK_OK(orFree(blocks[i]));
       void* joined = nullptr;
       CHECK_OK(orMalloc(&joined, 48 * KiB));
       CHECK(joined == blocks[0] || joined == blocks[1]);
@@ -93,15 +98,13 @@ void testRangeAcrossAdjacentAllocations() {
     CHECK_OK(orMemcpy(second, data.data(), data.size(), orMemcpyHostToDevice));
     void* straddling = offset(first, 8 * KiB);
     std::vector<unsigned char> host(16 * KiB);
-    CHECK_ERR(orMemcpy(straddling, host.data(), host.size(), orMemcpyHostToDevice),
-              orErrorInvalidDevicePointer);
+    CHECK_ERR(orMemcpy(straddling, host.data(), host.size(), orMemcpyHostToDevice), orErrorInvalidDevicePointer);
     CHECK_MESSAGE_HAS("exceeds its allocation");
-    CHECK_ERR(orMemcpy(host.data(), straddling, host.size(), orMemcpyDeviceToHost),
-              orErrorInvalidDevicePointer);
-    CHECK_ERR(orMemcpy(straddling, second, host.size(), orMemcpyDeviceToDevice),
-              orErrorInvalidDevicePointer);
-    CHECK_ERR(orMemcpyAsync(straddling, host.data(), host.size(), orMemcpyHostToDevice, nullptr),
-              orErrorInvalidDevicePointer);
+    CHECK_ERR(orMemcpy(host.data(), straddling, host.size(), orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
+    CHECK_ERR(orMemcpy(straddling, second, host.size(), orMemcpyDeviceToDevice), orErrorInvalidDevicePointer);
+    CHECK_ERR(
+        orMemcpyAsync(straddling, host.data(), host.size(), orMemcpyHostToDevice, nullptr),
+        orErrorInvalidDevicePointer);
     void* view = nullptr;
     CHECK_ERR(orMemAccessBegin(straddling, host.size(), &view), orErrorInvalidDevicePointer);
     CHECK_MESSAGE_HAS("exceeds its allocation");
@@ -128,8 +131,7 @@ void testMallocFree() {
 
   // Sizes round up to whole pages; addresses are page-aligned.
   const std::pair<size_t, size_t> sizes[] = {
-      {1, kPage},         {kPage - 1, kPage},        {kPage, kPage},
-      {kPage + 1, 2 * kPage}, {MiB + 3, MiB + kPage}};
+      {1, kPage}, {kPage - 1, kPage}, {kPage, kPage}, {kPage + 1, 2 * kPage}, {MiB + 3, MiB + kPage}};
   std::vector<void*> live;
   size_t used = 0;
   for (const auto& [size, rounded] : sizes) {
@@ -150,7 +152,8 @@ void testMallocFree() {
   CHECK_MESSAGE_HAS("is not a device pointer");
   CHECK_ERR(orFree(offset(live[0], 1)), orErrorInvalidDevicePointer);
   CHECK_MESSAGE_HAS("not the base of a live allocation of device 0");
-  for (void* block : live) CHECK_OK(orFree(block));
+  for (void* block : live)
+    CHECK_OK(orFree(block));
   CHECK_ERR(orFree(live[0]), orErrorInvalidDevicePointer);  // double free
   CHECK(freeBytes() == initial);
 
@@ -179,14 +182,16 @@ void testReuseWithoutGrowth() {
   for (int i = 0; i < 1000; ++i) {
     void* ptr = nullptr;
     CHECK_OK(orMalloc(&ptr, kBlock));
-    if (i == 0) first = ptr;
+    if (i == 0)
+      first = ptr;
     sameAddress = sameAddress && ptr == first;
     // Touch every page now and then: the resident set must grow, then shrink
     // back once the block is freed.
     if (i % 100 == 0) {
       void* host = nullptr;
       CHECK_OK(orMemAccessBegin(ptr, kBlock, &host));
-      for (size_t page = 0; page < kBlock; page += kPage) static_cast<char*>(host)[page] = 1;
+      for (size_t page = 0; page < kBlock; page += kPage)
+        static_cast<char*>(host)[page] = 1;
       CHECK_OK(orMemAccessEnd(ptr));
       CHECK(residentBytes() >= baseline + kBlock - MiB);
     }
@@ -246,7 +251,8 @@ void testStress() {
     };
     std::vector<Block> blocks;
     const auto expect = [&](bool ok) {
-      if (!ok) errors.fetch_add(1);
+      if (!ok)
+        errors.fetch_add(1);
     };
     for (int i = 0; i < kIterations; ++i) {
       const unsigned choice = random() % 4;
@@ -262,7 +268,8 @@ void testStress() {
       } else if (choice == 2) {  // device-to-device, possibly across devices
         Block& to = blocks[random() % blocks.size()];
         const Block& from = blocks[random() % blocks.size()];
-        if (&to == &from) continue;
+        if (&to == &from)
+          continue;
         const size_t count = std::min(to.size, from.size);
         expect(orMemcpy(to.ptr, from.ptr, count, orMemcpyDeviceToDevice) == orSuccess);
         std::vector<unsigned char> expected = pattern(to.size, to.seed);
@@ -271,8 +278,7 @@ void testStress() {
         std::vector<unsigned char> actual(to.size);
         expect(orMemcpy(actual.data(), to.ptr, to.size, orMemcpyDeviceToHost) == orSuccess);
         expect(actual == expected);
-        expect(orMemcpy(to.ptr, pattern(to.size, to.seed).data(), to.size,
-                        orMemcpyHostToDevice) == orSuccess);
+        expect(orMemcpy(to.ptr, pattern(to.size, to.seed).data(), to.size, orMemcpyHostToDevice) == orSuccess);
       } else {
         const size_t index = random() % blocks.size();
         const Block block = blocks[index];
@@ -283,11 +289,14 @@ void testStress() {
         blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(index));
       }
     }
-    for (const Block& block : blocks) expect(orFree(block.ptr) == orSuccess);
+    for (const Block& block : blocks)
+      expect(orFree(block.ptr) == orSuccess);
   };
   std::vector<std::thread> threads;
-  for (int id = 0; id < kThreads; ++id) threads.emplace_back(worker, id);
-  for (std::thread& thread : threads) thread.join();
+  for (int id = 0; id < kThreads; ++id)
+    threads.emplace_back(worker, id);
+  for (std::thread& thread : threads)
+    thread.join();
   CHECK(errors.load() == 0);
   for (int device : {0, 1}) {
     CHECK_OK(orSetDevice(device));

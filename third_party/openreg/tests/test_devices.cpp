@@ -25,7 +25,8 @@ void testErrorStrings() {
     CHECK(std::strcmp(orGetErrorName(code), name) == 0);
     const std::string text = orGetErrorString(code);
     CHECK(!text.empty() && text != "unrecognized error code");
-    for (const std::string& earlier : strings) CHECK(text != earlier);
+    for (const std::string& earlier : strings)
+      CHECK(text != earlier);
     strings.push_back(text);
   }
   CHECK(std::strcmp(orGetErrorString(static_cast<orError_t>(99)), "unrecognized error code") == 0);

@@ -8,8 +8,7 @@ namespace {
 
 // Every entry point fails with orErrorInitializationError and a message that
 // names the variable, its value and what is valid.
-void checkEverythingFails(const std::string& name, const std::string& value,
-                          const char* validRange) {
+void checkEverythingFails(const std::string& name, const std::string& value, const char* validRange) {
   int number = 0;
   size_t size = 0;
   void* ptr = nullptr;
@@ -45,8 +44,7 @@ void checkEverythingFails(const std::string& name, const std::string& value,
   CHECK_ERR(orStreamGetPriority(stream, &number), orErrorInitializationError);
   CHECK_ERR(orDeviceGetStreamPriorityRange(&number, &number), orErrorInitializationError);
   CHECK_ERR(orLaunchHostFunc(stream, [](void*) {}, nullptr), orErrorInitializationError);
-  CHECK_ERR(orMemcpyAsync(host, host + 8, 8, orMemcpyHostToHost, stream),
-            orErrorInitializationError);
+  CHECK_ERR(orMemcpyAsync(host, host + 8, 8, orMemcpyHostToHost, stream), orErrorInitializationError);
   CHECK_ERR(orEventCreate(&event), orErrorInitializationError);
   CHECK_ERR(orEventCreateWithFlags(&event, 0), orErrorInitializationError);
   CHECK_ERR(orEventRecord(event, stream), orErrorInitializationError);
@@ -86,9 +84,8 @@ void testValidEnvironment() {
       CHECK_ERR(orSetDevice(expected), orErrorInvalidDevice);
     }));
   }
-  const std::pair<const char*, size_t> sizes[] = {
-      {"4096", 4096},     {"5000", 8192},      {"64K", 64 * KiB}, {"64k", 64 * KiB},
-      {"3m", 3 * MiB},    {"1G", GiB},         {"2g", 2 * GiB}};
+  const std::pair<const char*, size_t> sizes[] = {{"4096", 4096},  {"5000", 8192}, {"64K", 64 * KiB}, {"64k", 64 * KiB},
+                                                  {"3m", 3 * MiB}, {"1G", GiB},    {"2g", 2 * GiB}};
   for (const auto& [text, expected] : sizes) {
     CHECK_CHILD_EXITED_CLEANLY(runInChild({{"OPENREG_DEVICE_MEMORY", text}}, [expected] {
       size_t free = 0, total = 0;
@@ -108,8 +105,7 @@ void testInvalidEnvironment() {
     const char* validRange;
   };
   const Case cases[] = {
-      {"OPENREG_DEVICE_COUNT", {"0", "17", "abc", "", "-1", " 2", "2x", "99999999999999999999"},
-       "1..16"},
+      {"OPENREG_DEVICE_COUNT", {"0", "17", "abc", "", "-1", " 2", "2x", "99999999999999999999"}, "1..16"},
       {"OPENREG_DEVICE_MEMORY",
        {"1K", "0", "4095", "abc", "", "12X", "G", "1.5G", "-4096", "99999999999G", "8 G"},
        "at least 4096"},
@@ -119,9 +115,7 @@ void testInvalidEnvironment() {
     for (const char* value : c.values) {
       const std::string name = c.name, text = value;
       const char* validRange = c.validRange;
-      CHECK_CHILD_EXITED_CLEANLY(runInChild({{c.name, value}}, [&] {
-        checkEverythingFails(name, text, validRange);
-      }));
+      CHECK_CHILD_EXITED_CLEANLY(runInChild({{c.name, value}}, [&] { checkEverythingFails(name, text, validRange); }));
     }
   }
 }

@@ -67,7 +67,8 @@ void testStreamWaitEvent() {
 
   CHECK_OK(orEventDestroy(event));
   CHECK_OK(orEventDestroy(unrecorded));
-  for (orStream_t stream : {a, b, c}) CHECK_OK(orStreamDestroy(stream));
+  for (orStream_t stream : {a, b, c})
+    CHECK_OK(orStreamDestroy(stream));
 }
 
 void testEvents() {
@@ -173,15 +174,17 @@ void testEvents() {
   CHECK_OK(orEventSynchronize(other));
   CHECK_OK(orSetDevice(0));
   CHECK_ERR(orEventElapsedTime(&ms, start, other), orErrorInvalidResourceHandle);
-  CHECK_MESSAGE_HAS("start event " + handleText(start) + " was recorded on device 0 and the end event " +
-                    handleText(other) + " on device 1");
+  CHECK_MESSAGE_HAS(
+      "start event " + handleText(start) + " was recorded on device 0 and the end event " + handleText(other) +
+      " on device 1");
   CHECK_ERR(orEventElapsedTime(&ms, other, start), orErrorInvalidResourceHandle);
   CHECK_MESSAGE_HAS("recorded on device 1 and the end event");
   CHECK_OK(orEventRecord(other, stream));  // recorded again, on device 0
   CHECK_OK(orEventSynchronize(other));
   CHECK_OK(orEventElapsedTime(&ms, start, other));
 
-  for (orEvent_t event : {start, end, untimed, other}) CHECK_OK(orEventDestroy(event));
+  for (orEvent_t event : {start, end, untimed, other})
+    CHECK_OK(orEventDestroy(event));
   CHECK_OK(orStreamDestroy(stream));
 }
 

@@ -17,12 +17,14 @@ struct Pipe {
   int read = -1, write = -1;
   Pipe() {
     int ends[2];
-    if (pipe(ends) == 0) std::tie(read, write) = std::tie(ends[0], ends[1]);
+    if (pipe(ends) == 0)
+      std::tie(read, write) = std::tie(ends[0], ends[1]);
   }
 };
 
 void closeAll(std::initializer_list<int> fds) {
-  for (int fd : fds) close(fd);
+  for (int fd : fds)
+    close(fd);
 }
 
 // Reads exactly `bytes`; false on end-of-file, an error, or 10 s without data,
@@ -31,9 +33,11 @@ bool receive(int fd, void* data, size_t bytes) {
   auto* cursor = static_cast<char*>(data);
   while (bytes > 0) {
     pollfd ready{fd, POLLIN, 0};
-    if (poll(&ready, 1, 10000) != 1) return false;
+    if (poll(&ready, 1, 10000) != 1)
+      return false;
     const ssize_t got = ::read(fd, cursor, bytes);
-    if (got <= 0) return false;
+    if (got <= 0)
+      return false;
     cursor += got;
     bytes -= static_cast<size_t>(got);
   }
@@ -50,8 +54,10 @@ pid_t startChild(const Environment& env, const std::function<void()>& body) {
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid == 0) {
-    for (const char* name : kEnvironment) unsetenv(name);
-    for (const auto& [name, value] : env) setenv(name, value, 1);
+    for (const char* name : kEnvironment)
+      unsetenv(name);
+    for (const auto& [name, value] : env)
+      setenv(name, value, 1);
     body();
     std::fflush(stdout);
     std::fflush(stderr);
@@ -64,7 +70,8 @@ pid_t startChild(const Environment& env, const std::function<void()>& body) {
 int reap(pid_t pid) {
   int status = 0;
   for (int i = 0; i < 2000; ++i) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return status;
     std::this_thread::sleep_for(10ms);
   }
   kill(pid, SIGKILL);
@@ -83,8 +90,7 @@ void testIpc() {
   const Environment twoDevices{{"OPENREG_DEVICE_COUNT", "2"}};
 
   const pid_t exporter = startChild(twoDevices, [&] {
-    closeAll({handleToImporter.read, handleToSmallImporter.read, importerWrote.write,
-              exporterChecked.read});
+    closeAll({handleToImporter.read, handleToSmallImporter.read, importerWrote.write, exporterChecked.read});
     CHECK_OK(orSetDevice(1));
     void* ptr = nullptr;
     CHECK_OK(orMalloc(&ptr, kSize));
@@ -109,9 +115,9 @@ void testIpc() {
   });
 
   const pid_t smallImporter = startChild({{"OPENREG_DEVICE_COUNT", "1"}}, [&] {
-    closeAll({handleToImporter.read, handleToImporter.write, handleToSmallImporter.write,
-              importerWrote.read, importerWrote.write, exporterChecked.read,
-              exporterChecked.write});
+    closeAll(
+        {handleToImporter.read, handleToImporter.write, handleToSmallImporter.write, importerWrote.read,
+         importerWrote.write, exporterChecked.read, exporterChecked.write});
     orIpcMemHandle_t handle{};
     CHECK(receive(handleToSmallImporter.read, &handle, sizeof handle));
     void* ptr = nullptr;
@@ -121,8 +127,9 @@ void testIpc() {
   });
 
   const pid_t importer = startChild(twoDevices, [&] {
-    closeAll({handleToImporter.write, handleToSmallImporter.read, handleToSmallImporter.write,
-              importerWrote.read, exporterChecked.write});
+    closeAll(
+        {handleToImporter.write, handleToSmallImporter.read, handleToSmallImporter.write, importerWrote.read,
+         exporterChecked.write});
     orIpcMemHandle_t handle{};
     CHECK(receive(handleToImporter.read, &handle, sizeof handle));
     void* ptr = nullptr;
@@ -167,8 +174,7 @@ void testIpc() {
     CHECK_OK(orMemcpyAsync(local, ptr, kSize, orMemcpyDeviceToDevice, nullptr));
     CHECK_OK(orStreamSynchronize(nullptr));
     std::vector<unsigned char> bytes(kSize);
-    CHECK_ERR(orMemcpy(bytes.data(), ptr, kSize, orMemcpyHostToHost),
-              orErrorInvalidMemcpyDirection);
+    CHECK_ERR(orMemcpy(bytes.data(), ptr, kSize, orMemcpyHostToHost), orErrorInvalidMemcpyDirection);
     CHECK_ERR(orFree(ptr), orErrorInvalidDevicePointer);
     CHECK_MESSAGE_HAS("orIpcCloseMemHandle");
     orIpcMemHandle_t reexported{};
@@ -190,9 +196,9 @@ void testIpc() {
     CHECK_OK(orFree(local));
   });
 
-  closeAll({handleToImporter.read, handleToImporter.write, handleToSmallImporter.read,
-            handleToSmallImporter.write, importerWrote.read, importerWrote.write,
-            exporterChecked.read, exporterChecked.write});
+  closeAll(
+      {handleToImporter.read, handleToImporter.write, handleToSmallImporter.read, handleToSmallImporter.write,
+       importerWrote.read, importerWrote.write, exporterChecked.read, exporterChecked.write});
   for (const pid_t pid : {exporter, smallImporter, importer}) {
     CHECK_CHILD_EXITED_CLEANLY(reap(pid));
   }

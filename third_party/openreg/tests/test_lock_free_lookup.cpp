@@ -17,8 +17,8 @@ constexpr uint64_t kGenerations = 400;
 struct Race {
   std::array<std::atomic<void*>, kGenerations + 1> gens{};
   std::atomic<uint64_t> current{0};  // the generation racers aim at
-  std::atomic<uint64_t> picked{0};   // the last generation a racer aimed at
-  std::atomic<uint64_t> freed{0};    // the last generation orFree returned for
+  std::atomic<uint64_t> picked{0};  // the last generation a racer aimed at
+  std::atomic<uint64_t> freed{0};  // the last generation orFree returned for
   std::atomic<uint64_t> checked{0};  // the last freed generation the checker tried
   std::atomic<bool> done{false};
   std::atomic<int> errors{0};
@@ -26,10 +26,12 @@ struct Race {
   std::atomic<uint64_t> readerHits{0};
 
   void expect(bool ok, const char* what, uint64_t generation) {
-    if (ok) return;
+    if (ok)
+      return;
     if (errors.fetch_add(1) < 5) {
-      std::fprintf(stderr, "FAIL generation %llu: %s (%s)\n",
-                   static_cast<unsigned long long>(generation), what, orGetLastErrorMessage());
+      std::fprintf(
+          stderr, "FAIL generation %llu: %s (%s)\n", static_cast<unsigned long long>(generation), what,
+          orGetLastErrorMessage());
     }
   }
 
@@ -37,7 +39,8 @@ struct Race {
   static bool waitFor(const std::atomic<uint64_t>& flag, uint64_t value) {
     const auto deadline = Clock::now() + 10s;
     while (flag.load() < value) {
-      if (Clock::now() > deadline) return false;
+      if (Clock::now() > deadline)
+        return false;
       std::this_thread::yield();
     }
     return true;
@@ -78,17 +81,18 @@ void checker(Race& race) {
     }
     void* ptr = race.gens[g].load();
     uint64_t value = 0;
-    race.expect(orMemcpy(&value, ptr, sizeof value, orMemcpyDeviceToHost) ==
-                    orErrorInvalidDevicePointer,
-                "orMemcpy accepted a freed pointer", g);
+    race.expect(
+        orMemcpy(&value, ptr, sizeof value, orMemcpyDeviceToHost) == orErrorInvalidDevicePointer,
+        "orMemcpy accepted a freed pointer", g);
     void* view = nullptr;
-    race.expect(orMemAccessBegin(ptr, sizeof value, &view) == orErrorInvalidDevicePointer,
-                "orMemAccessBegin accepted a freed pointer", g);
-    race.expect(std::strstr(orGetLastErrorMessage(), "not inside a live allocation") != nullptr,
-                "message", g);
+    race.expect(
+        orMemAccessBegin(ptr, sizeof value, &view) == orErrorInvalidDevicePointer,
+        "orMemAccessBegin accepted a freed pointer", g);
+    race.expect(std::strstr(orGetLastErrorMessage(), "not inside a live allocation") != nullptr, "message", g);
     orPointerAttributes attributes{};
-    race.expect(orPointerGetAttributes(&attributes, ptr) == orErrorInvalidDevicePointer,
-                "orPointerGetAttributes accepted a freed pointer", g);
+    race.expect(
+        orPointerGetAttributes(&attributes, ptr) == orErrorInvalidDevicePointer,
+        "orPointerGetAttributes accepted a freed pointer", g);
     race.checked.store(g);
   }
 }
@@ -113,19 +117,22 @@ void racer(Race& race) {
     uint64_t value = 0;
     const orError_t copied = orMemcpy(&value, ptr, sizeof value, orMemcpyDeviceToHost);
     race.expect(copied == orSuccess || copied == orErrorInvalidDevicePointer, "orMemcpy error", g);
-    if (copied == orSuccess) race.expect(plausible(value), "orMemcpy read stale data", g);
+    if (copied == orSuccess)
+      race.expect(plausible(value), "orMemcpy read stale data", g);
 
     void* view = nullptr;
     const void* batch[2] = {ptr, offset(ptr, 64)};
     const size_t sizes[2] = {sizeof value, sizeof value};
     void* views[2] = {};
     const bool batched = ++calls % 2 == 0;
-    const orError_t begun = batched ? orMemAccessBeginBatch(2, batch, sizes, views)
-                                    : orMemAccessBegin(ptr, sizeof value, &view);
+    const orError_t begun =
+        batched ? orMemAccessBeginBatch(2, batch, sizes, views) : orMemAccessBegin(ptr, sizeof value, &view);
     race.expect(begun == orSuccess || begun == orErrorInvalidDevicePointer, "begin error", g);
-    if (begun != orSuccess) continue;
+    if (begun != orSuccess)
+      continue;
     race.readerHits.fetch_add(1);
-    if (batched) view = views[0];
+    if (batched)
+      view = views[0];
     const uint64_t first = *static_cast<volatile uint64_t*>(view);
     std::this_thread::yield();  // an orFree now must be refused
     const uint64_t second = *static_cast<volatile uint64_t*>(view);
@@ -148,13 +155,13 @@ void churner(Race& race) {
         race.expect(orMalloc(&ptrs[i], (i + 1) * 16 * KiB) == orSuccess, "churn orMalloc", 0);
       }
       for (size_t i = 1; i < 4; ++i) {
-        race.expect(orMemcpy(ptrs[i], ptrs[i - 1], 16 * KiB, orMemcpyDeviceToDevice) == orSuccess,
-                    "churn copy", 0);
+        race.expect(orMemcpy(ptrs[i], ptrs[i - 1], 16 * KiB, orMemcpyDeviceToDevice) == orSuccess, "churn copy", 0);
       }
-      race.expect(orMemcpyAsync(host.data(), ptrs[3], host.size(), orMemcpyDeviceToHost,
-                                nullptr) == orSuccess,
-                  "churn async copy", 0);
-      for (void* ptr : ptrs) race.expect(orFree(ptr) == orSuccess, "churn orFree", 0);
+      race.expect(
+          orMemcpyAsync(host.data(), ptrs[3], host.size(), orMemcpyDeviceToHost, nullptr) == orSuccess,
+          "churn async copy", 0);
+      for (void* ptr : ptrs)
+        race.expect(orFree(ptr) == orSuccess, "churn orFree", 0);
     });
     shortLived.join();
   }
@@ -170,14 +177,15 @@ void testFreeRacesWithReaders() {
   threads.emplace_back(racer, std::ref(race));
   threads.emplace_back(racer, std::ref(race));
   threads.emplace_back(churner, std::ref(race));
-  for (std::thread& thread : threads) thread.join();
+  for (std::thread& thread : threads)
+    thread.join();
   CHECK(race.errors.load() == 0);
   CHECK(race.checked.load() == kGenerations);
   // The race was run: racers got in, and orFree met an open access.
   CHECK(race.readerHits.load() > 0);
-  std::printf("  %llu accesses won the race, %llu orFree refusals\n",
-              static_cast<unsigned long long>(race.readerHits.load()),
-              static_cast<unsigned long long>(race.refusals.load()));
+  std::printf(
+      "  %llu accesses won the race, %llu orFree refusals\n", static_cast<unsigned long long>(race.readerHits.load()),
+      static_cast<unsigned long long>(race.refusals.load()));
   size_t free = 0, total = 0;
   CHECK_OK(orMemGetInfo(&free, &total));
   CHECK(free == total);
@@ -212,7 +220,8 @@ void testAccessCountUnderContention() {
       refusals.fetch_add(1);
     }
   });
-  while (refusals.load() == 0 && errors.load() == 0) std::this_thread::yield();
+  while (refusals.load() == 0 && errors.load() == 0)
+    std::this_thread::yield();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -222,20 +231,21 @@ void testAccessCountUnderContention() {
       void* views[3];
       for (int i = 0; i < kRounds; ++i) {
         const int kind = (i + t) % 3;  // alone, one run, two allocations
-        if ((kind == 0   ? orMemAccessBegin(first, 8, views)
-             : kind == 1 ? orMemAccessBeginBatch(2, oneRun, sizes, views)
-                         : orMemAccessBeginBatch(3, batch, sizes, views)) != orSuccess) {
+        if ((kind == 0       ? orMemAccessBegin(first, 8, views)
+                 : kind == 1 ? orMemAccessBeginBatch(2, oneRun, sizes, views)
+                             : orMemAccessBeginBatch(3, batch, sizes, views)) != orSuccess) {
           errors.fetch_add(1);
         }
-        if ((kind == 0   ? orMemAccessEnd(first)
-             : kind == 1 ? orMemAccessEndBatch(2, oneRun)
-                         : orMemAccessEndBatch(3, batch)) != orSuccess) {
+        if ((kind == 0       ? orMemAccessEnd(first)
+                 : kind == 1 ? orMemAccessEndBatch(2, oneRun)
+                             : orMemAccessEndBatch(3, batch)) != orSuccess) {
           errors.fetch_add(1);
         }
       }
     });
   }
-  for (std::thread& thread : threads) thread.join();
+  for (std::thread& thread : threads)
+    thread.join();
   stop.store(true);
   freeing.join();
   CHECK(errors.load() == 0);

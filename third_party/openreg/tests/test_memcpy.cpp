@@ -46,12 +46,10 @@ void testMemcpy() {
   CHECK_ERR(orMemcpy(nullptr, data.data(), 1, orMemcpyHostToHost), orErrorInvalidValue);
   CHECK_ERR(orMemcpy(a, nullptr, 1, orMemcpyHostToDevice), orErrorInvalidValue);
   // Host pointer passed as the device side.
-  CHECK_ERR(orMemcpy(host.data(), data.data(), 1, orMemcpyHostToDevice),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(host.data(), data.data(), 1, orMemcpyHostToDevice), orErrorInvalidDevicePointer);
   CHECK_MESSAGE_HAS("destination");
   CHECK_MESSAGE_HAS("is not a device pointer");
-  CHECK_ERR(orMemcpy(host.data(), host.data(), 1, orMemcpyDeviceToHost),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(host.data(), host.data(), 1, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
   CHECK_MESSAGE_HAS("source");
   // Device pointer passed as the host side.
   CHECK_ERR(orMemcpy(a, b, 1, orMemcpyHostToDevice), orErrorInvalidMemcpyDirection);
@@ -60,17 +58,14 @@ void testMemcpy() {
   CHECK_ERR(orMemcpy(host.data(), a, 1, orMemcpyHostToHost), orErrorInvalidMemcpyDirection);
   CHECK_ERR(orMemcpy(a, host.data(), 1, orMemcpyHostToHost), orErrorInvalidMemcpyDirection);
   // Ranges past the end of the allocation, and size_t overflow.
-  CHECK_ERR(orMemcpy(offset(a, kSize - 10), data.data(), 11, orMemcpyHostToDevice),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(offset(a, kSize - 10), data.data(), 11, orMemcpyHostToDevice), orErrorInvalidDevicePointer);
   CHECK_MESSAGE_HAS("exceeds its allocation");
   char range[64];
   std::snprintf(range, sizeof range, "[%p, %p)", a, offset(a, kSize));
   CHECK_MESSAGE_HAS(range);
-  CHECK_ERR(orMemcpy(host.data(), offset(b, 1), kSize, orMemcpyDeviceToHost),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(host.data(), offset(b, 1), kSize, orMemcpyDeviceToHost), orErrorInvalidDevicePointer);
   CHECK_ERR(orMemcpy(b, a, kSize + 1, orMemcpyDeviceToDevice), orErrorInvalidDevicePointer);
-  CHECK_ERR(orMemcpy(offset(a, 1), a, SIZE_MAX, orMemcpyDeviceToDevice),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(offset(a, 1), a, SIZE_MAX, orMemcpyDeviceToDevice), orErrorInvalidDevicePointer);
   // A freed allocation (inside the arena, but not live).
   void* freed = nullptr;
   CHECK_OK(orMalloc(&freed, kPage));
@@ -98,17 +93,15 @@ void testLargeCopyAlignments() {
   void* host = nullptr;
   CHECK_OK(orMallocHost(&host, kSize + kSlack));
   for (const size_t source : {size_t{0}, size_t{1}, size_t{48}}) {
-    for (const size_t target : {size_t{0}, size_t{1}, size_t{15}, size_t{64}, size_t{100},
-                                size_t{2047}, size_t{2048}, size_t{4095}}) {
+    for (const size_t target :
+         {size_t{0}, size_t{1}, size_t{15}, size_t{64}, size_t{100}, size_t{2047}, size_t{2048}, size_t{4095}}) {
       std::memset(host, 0, kSize + kSlack);
-      CHECK_OK(orMemcpy(offset(host, target), offset(device, source), kSize,
-                        orMemcpyDeviceToHost));
+      CHECK_OK(orMemcpy(offset(host, target), offset(device, source), kSize, orMemcpyDeviceToHost));
       const auto* bytes = static_cast<const unsigned char*>(host);
       CHECK(std::memcmp(bytes + target, data.data() + source, kSize) == 0);
       // Nothing written outside the destination range.
       CHECK(std::all_of(bytes, bytes + target, [](unsigned char b) { return b == 0; }));
-      CHECK(std::all_of(bytes + target + kSize, bytes + kSize + kSlack,
-                        [](unsigned char b) { return b == 0; }));
+      CHECK(std::all_of(bytes + target + kSize, bytes + kSize + kSlack, [](unsigned char b) { return b == 0; }));
     }
   }
   // The other directions take the same path.
@@ -118,8 +111,7 @@ void testLargeCopyAlignments() {
   std::vector<unsigned char> expected(data.begin(), data.begin() + kSize);
   CHECK(readBack(offset(other, 64), kSize) == expected);
   CHECK_OK(orMemcpy(offset(other, 100), offset(host, 4095), kSize, orMemcpyHostToDevice));
-  CHECK(std::memcmp(readBack(offset(other, 100), kSize).data(),
-                    static_cast<unsigned char*>(host) + 4095, kSize) == 0);
+  CHECK(std::memcmp(readBack(offset(other, 100), kSize).data(), static_cast<unsigned char*>(host) + 4095, kSize) == 0);
   CHECK_OK(orFree(other));
   CHECK_OK(orFreeHost(host));
   CHECK_OK(orFree(device));
@@ -140,8 +132,7 @@ void testCrossDeviceCopy() {
   CHECK_OK(orMemcpy(onZero, onOne, 5, orMemcpyDeviceToDevice));  // and back
   CHECK(readBack(onZero, kSize) == data);
   // Past the page-rounded end of the source.
-  CHECK_ERR(orMemcpy(onZero, offset(onOne, 1), 3 * MiB + kPage, orMemcpyDeviceToDevice),
-            orErrorInvalidDevicePointer);
+  CHECK_ERR(orMemcpy(onZero, offset(onOne, 1), 3 * MiB + kPage, orMemcpyDeviceToDevice), orErrorInvalidDevicePointer);
   CHECK_MESSAGE_HAS("device 1");
   CHECK_OK(orFree(onOne));
   CHECK_OK(orFree(onZero));

@@ -127,8 +127,8 @@ void testScopedAccess() {
   const auto reader = [&] {
     for (int i = 0; i < 100000; ++i) {
       void* view = nullptr;
-      if (orMemAccessBegin(ptr, kSize, &view) != orSuccess ||
-          std::memcmp(view, expected.data(), kSize) != 0 || orMemAccessEnd(ptr) != orSuccess) {
+      if (orMemAccessBegin(ptr, kSize, &view) != orSuccess || std::memcmp(view, expected.data(), kSize) != 0 ||
+          orMemAccessEnd(ptr) != orSuccess) {
         errors.fetch_add(1);
       }
     }
@@ -146,7 +146,8 @@ void testScopedAccess() {
 // accesses until none is left, then reopening as many.
 size_t openAccesses(void* ptr) {
   size_t open = 0;
-  while (orMemAccessEnd(ptr) == orSuccess) ++open;
+  while (orMemAccessEnd(ptr) == orSuccess)
+    ++open;
   for (size_t i = 0; i < open; ++i) {
     void* host = nullptr;
     CHECK_OK(orMemAccessBegin(ptr, 0, &host));
@@ -264,8 +265,7 @@ void testBatchedAccess() {
     for (int i = 0; i < 50000; ++i) {
       void* views[3] = {};
       if (orMemAccessBeginBatch(3, operands, bytes, views) != orSuccess ||
-          std::memcmp(views[2], data.data(), kPage) != 0 ||
-          orMemAccessEndBatch(3, operands) != orSuccess) {
+          std::memcmp(views[2], data.data(), kPage) != 0 || orMemAccessEndBatch(3, operands) != orSuccess) {
         errors.fetch_add(1);
       }
     }

@@ -59,12 +59,14 @@ void testActivities();
 
 int main() {
   using namespace openreg_test;
-  counters = static_cast<Counters*>(mmap(nullptr, sizeof(Counters), PROT_READ | PROT_WRITE,
-                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (counters == MAP_FAILED) return 2;
+  counters = static_cast<Counters*>(
+      mmap(nullptr, sizeof(Counters), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (counters == MAP_FAILED)
+    return 2;
   new (counters) Counters{};
   // The in-process tests expect the defaults, whatever the caller's shell has.
-  for (const char* name : kEnvironment) unsetenv(name);
+  for (const char* name : kEnvironment)
+    unsetenv(name);
 
   const std::pair<const char*, void (*)()> tests[] = {
       // Forking tests first: the parent must not have read the configuration.

@@ -32,8 +32,7 @@ void testStreamBasics() {
 
   // Out-of-range priorities clamp into [greatest, least]; flags 1 (non-blocking)
   // is accepted, anything but 0 and 1 is not.
-  const std::pair<int, int> priorities[] = {{0, 0},   {-1, -1},      {-2, -2}, {-3, -2},
-                                            {1, 0},   {INT_MIN, -2}, {INT_MAX, 0}};
+  const std::pair<int, int> priorities[] = {{0, 0}, {-1, -1}, {-2, -2}, {-3, -2}, {1, 0}, {INT_MIN, -2}, {INT_MAX, 0}};
   for (const auto& [requested, expected] : priorities) {
     for (unsigned int flags : {0u, 1u}) {
       CHECK_OK(orStreamCreateWithPriority(&stream, flags, requested));
@@ -63,11 +62,13 @@ void testStreamBasics() {
   // Streams start no thread until their first submission.
   const int threadsBefore = threadCount();
   std::vector<orStream_t> many(1000);
-  for (orStream_t& each : many) CHECK_OK(orStreamCreate(&each));
+  for (orStream_t& each : many)
+    CHECK_OK(orStreamCreate(&each));
   CHECK(threadCount() == threadsBefore);
   CHECK_OK(orLaunchHostFunc(many[0], [](void*) {}, nullptr));
   CHECK(threadCount() == threadsBefore + 1);
-  for (orStream_t each : many) CHECK_OK(orStreamDestroy(each));
+  for (orStream_t each : many)
+    CHECK_OK(orStreamDestroy(each));
   CHECK(threadCountSettlesAt(threadsBefore));  // the worker is joined
 }
 
@@ -98,8 +99,7 @@ void testStreamDestroy() {
   CHECK_ERR(orStreamGetPriority(stream, &value), orErrorInvalidResourceHandle);
   CHECK_ERR(orLaunchHostFunc(stream, [](void*) {}, nullptr), orErrorInvalidResourceHandle);
   CHECK_MESSAGE_HAS("orLaunchHostFunc");
-  CHECK_ERR(orMemcpyAsync(host, host + 4, 4, orMemcpyHostToHost, stream),
-            orErrorInvalidResourceHandle);
+  CHECK_ERR(orMemcpyAsync(host, host + 4, 4, orMemcpyHostToHost, stream), orErrorInvalidResourceHandle);
   CHECK_MESSAGE_HAS("orMemcpyAsync");
   CHECK_ERR(orEventRecord(event, stream), orErrorInvalidResourceHandle);
   CHECK_ERR(orStreamWaitEvent(stream, event, 0), orErrorInvalidResourceHandle);
@@ -125,9 +125,8 @@ void testStreamDestroy() {
   std::atomic<bool> started{false};
   std::thread submitter([&] {
     for (;;) {
-      const orError_t error = orLaunchHostFunc(
-          stream, [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); },
-          &ran);
+      const orError_t error =
+          orLaunchHostFunc(stream, [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); }, &ran);
       if (error != orSuccess) {
         CHECK(error == orErrorInvalidResourceHandle);
         return;
@@ -136,7 +135,8 @@ void testStreamDestroy() {
       started = true;
     }
   });
-  while (!started) std::this_thread::yield();
+  while (!started)
+    std::this_thread::yield();
   CHECK_OK(orStreamDestroy(stream));
   submitter.join();
   CHECK(accepted.load() > 0);
@@ -171,8 +171,9 @@ void testStreamQuery() {
     const Clock::time_point start = Clock::now();
     CHECK_OK(wait());
     const double cpu = cpuMilliseconds() - cpuStart;
-    record(millisecondsSince(start) >= 150 && cpu < 50, std::string(name) + " sleeps", __FILE__,
-           __LINE__, "cpu " + std::to_string(cpu) + " ms");
+    record(
+        millisecondsSince(start) >= 150 && cpu < 50, std::string(name) + " sleeps", __FILE__, __LINE__,
+        "cpu " + std::to_string(cpu) + " ms");
   }
   CHECK_OK(orEventDestroy(event));
   CHECK_OK(orStreamDestroy(stream));
@@ -191,7 +192,8 @@ void testStreamOrder() {
   gate.open();
   CHECK_OK(orStreamSynchronize(stream));
   bool inOrder = order.size() == kFunctions;
-  for (int i = 0; inOrder && i < kFunctions; ++i) inOrder = order[i] == i;
+  for (int i = 0; inOrder && i < kFunctions; ++i)
+    inOrder = order[i] == i;
   CHECK(inOrder);
   CHECK_OK(orStreamDestroy(stream));
 }
@@ -218,8 +220,7 @@ void testDefaultStream() {
   CHECK(device == 1);
   CHECK_OK(orStreamGetPriority(nullptr, &priority));
   CHECK(priority == 0);
-  CHECK_OK(
-      orLaunchHostFunc(nullptr, [](void* out) { orGetDevice(static_cast<int*>(out)); }, &seen));
+  CHECK_OK(orLaunchHostFunc(nullptr, [](void* out) { orGetDevice(static_cast<int*>(out)); }, &seen));
   CHECK_OK(orStreamSynchronize(nullptr));
   CHECK(seen == 1);  // ran on device 1's default stream
 
@@ -272,7 +273,8 @@ void testStreamStress() {
   std::atomic<int> errors{0};
   const auto worker = [&](int id) {
     const auto expect = [&](bool ok) {
-      if (!ok) errors.fetch_add(1);
+      if (!ok)
+        errors.fetch_add(1);
     };
     expect(orSetDevice(id % 2) == orSuccess);
     orStream_t stream = nullptr;
@@ -288,14 +290,10 @@ void testStreamStress() {
     int calls = 0;
     for (size_t i = 0; i < kIterations; ++i) {
       const size_t at = i * kChunk;
-      expect(orMemcpyAsync(offset(a, at), source.data() + at, kChunk, orMemcpyHostToDevice,
-                           stream) == orSuccess);
-      expect(orMemcpyAsync(offset(b, at), offset(a, at), kChunk, orMemcpyDeviceToDevice,
-                           stream) == orSuccess);
-      expect(orMemcpyAsync(result.data() + at, offset(b, at), kChunk, orMemcpyDeviceToHost,
-                           stream) == orSuccess);
-      expect(orLaunchHostFunc(stream, [](void* count) { ++*static_cast<int*>(count); },
-                              &calls) == orSuccess);
+      expect(orMemcpyAsync(offset(a, at), source.data() + at, kChunk, orMemcpyHostToDevice, stream) == orSuccess);
+      expect(orMemcpyAsync(offset(b, at), offset(a, at), kChunk, orMemcpyDeviceToDevice, stream) == orSuccess);
+      expect(orMemcpyAsync(result.data() + at, offset(b, at), kChunk, orMemcpyDeviceToHost, stream) == orSuccess);
+      expect(orLaunchHostFunc(stream, [](void* count) { ++*static_cast<int*>(count); }, &calls) == orSuccess);
       if (i % 100 == 0) {
         expect(orEventRecord(event, stream) == orSuccess);
         const orError_t query = orStreamQuery(stream);
@@ -312,8 +310,10 @@ void testStreamStress() {
     expect(orFree(b) == orSuccess);
   };
   std::vector<std::thread> threads;
-  for (int id = 0; id < kThreads; ++id) threads.emplace_back(worker, id);
-  for (std::thread& thread : threads) thread.join();
+  for (int id = 0; id < kThreads; ++id)
+    threads.emplace_back(worker, id);
+  for (std::thread& thread : threads)
+    thread.join();
   CHECK(errors.load() == 0);
   CHECK(threadCountSettlesAt(threadsBefore));  // every stream's worker was joined
   for (int device : {0, 1}) {
