@@ -46,6 +46,10 @@ typedef enum orError_t {
   // or two events last recorded on different devices; an IPC handle whose
   // exporting process has exited.
   orErrorInvalidResourceHandle = 9,
+  // Completion checks (orSetCompletionChecks) found that the host wrote into
+  // the source of an asynchronous copy after issuing it and before the copy
+  // ran; the message names the range, the stream and the first changed byte.
+  orErrorHostWriteDuringCopy = 10,
 } orError_t;
 
 typedef enum orMemcpyKind {
@@ -157,7 +161,8 @@ orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int
 // Waits for the stream's queued work, then releases it. The default stream
 // cannot be destroyed.
 orError_t orStreamDestroy(orStream_t stream);
-// orSuccess if all work submitted so far has completed, orErrorNotReady if not.
+// orSuccess if all work submitted so far has completed, orErrorNotReady if not
+// (under completion checks, it completes the work first).
 orError_t orStreamQuery(orStream_t stream);
 orError_t orStreamSynchronize(orStream_t stream);
 // Work submitted to `stream` after this call waits until `event` completes
@@ -181,13 +186,50 @@ orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
 // Captures the work submitted to `stream` so far; the event completes (and
 // takes its timestamp) when the stream reaches this point.
 orError_t orEventRecord(orEvent_t event, orStream_t stream);
-// orSuccess if the last record completed (or there was none), else NotReady.
+// orSuccess if the last record completed (or there was none), else NotReady
+// (under completion checks, it completes the record first).
 orError_t orEventQuery(orEvent_t event);
 orError_t orEventSynchronize(orEvent_t event);
 // Milliseconds between two completed, timed events, last recorded on streams
 // of the same device.
 orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 orError_t orEventDestroy(orEvent_t event);
+
+// Completion checks: a mode that makes missing synchronization show every
+// time instead of when a stream's worker happens to be late. Off by default;
+// process-wide. While it is on, work queued on a stream does not start until
+// something needs it complete: orStreamSynchronize or orStreamDestroy of that
+// stream; orEventSynchronize of an event recorded on it (which completes the
+// work up to that record only); orDeviceSynchronize, orFree or the last
+// orIpcCloseMemHandle on its device; another stream reaching an
+// orStreamWaitEvent on such an event. orStreamQuery and orEventQuery answer
+// orErrorNotReady while such work is held back and do not start it, as a busy
+// device would answer; a caller that polls must synchronize at some point. A
+// host function that waits for another stream's work by its own means rather
+// than through an event waits forever, since nothing the runtime sees needs
+// that work. orEventElapsedTime needs
+// nothing complete: synchronize the end event first.
+// Asynchronous copies issued while the mode is on check their host ends:
+// - A host destination (DeviceToHost, HostToHost) is filled with 0xFF bytes
+//   at the call (NaN as every floating-point type, -1 as every signed
+//   integer) and receives the data when the copy completes, so a host read
+//   before synchronizing sees that poison. A destination that overlaps the
+//   host source of a checked copy still queued is left alone: that copy must
+//   still read it.
+// - A host source (HostToDevice, HostToHost) is snapshotted at the call. The
+//   copy still reads the source when it runs, and compares it with the
+//   snapshot first: a difference means the host wrote into it in between.
+//   The first of the calls above to observe the copy complete then returns
+//   orErrorHostWriteDuringCopy, for that copy once (orFree and
+//   orIpcCloseMemHandle leave it to the next; orStreamDestroy returns it
+//   after destroying the stream). Bytes that an earlier checked copy writes
+//   into the source are the stream's own, not the host's; bytes a host
+//   function writes count as the host's.
+// Changing the mode lets all work queued so far run as it would have, and
+// copies issued while the mode is off are not checked. A copy that fails to
+// queue may leave its destination poisoned. enabled must be 0 or 1.
+orError_t orSetCompletionChecks(int enabled);
+orError_t orGetCompletionChecks(int* enabled);
 
 // Activity records: a CUPTI-like account of the work executed on streams,
 // for profilers. While recording is enabled, the runtime records one activity

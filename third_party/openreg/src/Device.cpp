@@ -68,8 +68,7 @@ orError_t orDeviceSynchronize(void) {
   const Config* config = runtimeConfig();
   if (config == nullptr)
     return orErrorInitializationError;
-  synchronizeDevice(current);
-  return orSuccess;
+  return synchronizeDevice(current, "orDeviceSynchronize");
 }
 
 orError_t orDeviceIsInitialized(int index, int* initialized) {

@@ -50,6 +50,8 @@ const char* orGetErrorName(orError_t error) {
       return "orErrorNotReady";
     case orErrorInvalidResourceHandle:
       return "orErrorInvalidResourceHandle";
+    case orErrorHostWriteDuringCopy:
+      return "orErrorHostWriteDuringCopy";
   }
   return "unrecognized error code";
 }
@@ -76,6 +78,8 @@ const char* orGetErrorString(orError_t error) {
       return "queued work has not completed yet";
     case orErrorInvalidResourceHandle:
       return "the stream or event handle is not live, or the event cannot be used this way";
+    case orErrorHostWriteDuringCopy:
+      return "the host wrote into the source of an asynchronous copy before the copy ran";
   }
   return "unrecognized error code";
 }

@@ -42,9 +42,19 @@ bool Record::completed() {
   return completed_;
 }
 
-void Record::wait() {
+void Record::wait(Checks checks) {
+  if (checks.on()) {
+    if (const std::shared_ptr<Stream> stream = liveStream(stream_, device_))
+      stream->require(task_);
+  }
   std::unique_lock lock(mutex_);
   completion_.wait(lock, [this] { return completed_; });
+}
+
+orError_t Record::takeHostWrites(const char* observer) {
+  const std::shared_ptr<Stream> stream = liveStream(stream_, device_);
+  // A destroyed stream's writes were reported by orStreamDestroy.
+  return stream != nullptr ? stream->takeHostWrites(task_, observer) : orSuccess;
 }
 
 Clock::time_point Record::time() {
@@ -53,15 +63,17 @@ Clock::time_point Record::time() {
 }
 
 orError_t Event::record(Stream& stream) {
-  auto record = std::make_shared<Record>(timed(), stream.device());
+  auto record = std::make_shared<Record>(timed(), stream);
   // Held across the submission so that concurrent records of this event end
   // up in latest_ in the order they were queued.
   std::lock_guard lock(mutex_);
+  uint64_t task;
   if (const orError_t error = stream.submit(
-          "orEventRecord", [record] { record->complete(); }, /*marker=*/true);
+          "orEventRecord", [record] { record->complete(); }, /*marker=*/true, &task);
       error != orSuccess) {
     return error;
   }
+  record->setTask(task);
   latest_ = std::move(record);
   return orSuccess;
 }
@@ -117,11 +129,15 @@ orError_t orEventQuery(orEvent_t event) {
   if (target == nullptr)
     return orErrorInvalidResourceHandle;
   const std::shared_ptr<Record> record = target->latest();
-  if (record != nullptr && !record->completed()) {
+  if (record == nullptr)
+    return orSuccess;
+  const Checks checks = completionChecks();
+  // As orStreamQuery: held-back work has not completed, and a query does not start it.
+  if (!record->completed()) {
     return fail(
         orErrorNotReady, "orEventQuery: the last record of event %p has not completed", static_cast<void*>(event));
   }
-  return orSuccess;
+  return checks.unreported() ? record->takeHostWrites("orEventQuery") : orSuccess;
 }
 
 orError_t orEventSynchronize(orEvent_t event) {
@@ -131,9 +147,12 @@ orError_t orEventSynchronize(orEvent_t event) {
   const std::shared_ptr<Event> target = findEvent(event, "orEventSynchronize", "event");
   if (target == nullptr)
     return orErrorInvalidResourceHandle;
-  if (const std::shared_ptr<Record> record = target->latest())
-    record->wait();
-  return orSuccess;
+  const std::shared_ptr<Record> record = target->latest();
+  if (record == nullptr)
+    return orSuccess;
+  const Checks checks = completionChecks();
+  record->wait(checks);
+  return checks.any() ? record->takeHostWrites("orEventSynchronize") : orSuccess;
 }
 
 orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end) {
@@ -211,5 +230,5 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
   // Never recorded, or already complete: nothing to wait for.
   if (record == nullptr || record->completed())
     return orSuccess;
-  return queue->submit("orStreamWaitEvent", [record] { record->wait(); });
+  return queue->submit("orStreamWaitEvent", [record] { record->wait(completionChecks()); });
 }

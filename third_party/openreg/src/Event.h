@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "CompletionChecks.h"
 #include "Stream.h"
 #include "openreg.h"
 
@@ -18,23 +19,37 @@ using Clock = std::chrono::steady_clock;
 // outlive the other (an event may be destroyed while its record is queued).
 class Record {
  public:
-  Record(bool timed, int device) : timed_(timed), device_(device) {}
+  Record(bool timed, const Stream& stream) : timed_(timed), device_(stream.device()), stream_(stream.handle()) {}
 
   // The device of the stream it was recorded on.
   int device() const {
     return device_;
   }
+  // Its marker's task number, set once by Event::record before it publishes
+  // the record.
+  void setTask(uint64_t task) {
+    task_ = task;
+  }
 
   // Called by the stream's worker when it reaches the marker.
   void complete();
   bool completed();
-  void wait();
+  // While checks (as the caller loaded them) are on, first requires the
+  // stream's work up to the record: nothing else may need it.
+  void wait(Checks checks);
+  // The host writes found by the stream's work up to the record
+  // (Stream::takeHostWrites).
+  orError_t takeHostWrites(const char* observer);
   // The completion time of a completed, timed record.
   Clock::time_point time();
 
  private:
   const bool timed_;
   const int device_;
+  // By handle, looked up (liveStream) only when checks need the stream: a
+  // record may outlive it, and one no longer live has drained.
+  const orStream_t stream_;
+  uint64_t task_ = 0;
   std::mutex mutex_;
   std::condition_variable completion_;
   bool completed_ = false;

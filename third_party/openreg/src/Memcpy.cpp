@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "Activity.h"
+#include "CompletionChecks.h"
 #include "CopyBytes.h"
 #include "DeviceMemory.h"
 #include "Error.h"
@@ -194,15 +195,27 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
       error != orSuccess || !copy) {
     return error;  // invalid, or an empty copy with nothing to queue
   }
+  std::shared_ptr<CheckedCopy> checked;
+  if (completionChecks().on() && kind != orMemcpyDeviceToDevice) {
+    checked = CheckedCopy::issue(copy->target, copy->origin, count, kind, kMemcpyAsync.context[kind], *queue);
+    if (checked == nullptr) {
+      copy->unpin();
+      return orErrorMemoryAllocation;
+    }
+  }
   // Stamped when the stream runs the copy; tagged with the launching thread's
   // correlation id now.
   std::optional<ActivityEntry> activity;
   if (activityRecording())
     activity = memcpyActivity(queue->device(), stream, kind, count);
-  const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy, activity]() mutable {
+  const orError_t error = queue->submit("orMemcpyAsync", [copy = *copy, activity, checked]() mutable {
     if (activity)
       activity->start = activityTimestamp();
-    copyBytes(copy.target, copy.origin, copy.count);
+    if (checked) {
+      checked->run();
+    } else {
+      copyBytes(copy.target, copy.origin, copy.count);
+    }
     copy.unpin();
     if (activity) {
       activity->end = activityTimestamp();

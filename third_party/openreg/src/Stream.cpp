@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "Activity.h"
+#include "CompletionChecks.h"
 #include "Device.h"
 #include "Error.h"
 #include "HandleRegistry.h"
@@ -47,11 +49,29 @@ std::shared_ptr<Stream> defaultStream(int index) {
   return entry.defaultStream;
 }
 
+// synchronizeDevice past its check. Out of line, so that the check (every
+// orFree makes it) saves no registers.
+[[gnu::noinline]] orError_t synchronizeStreams(int index, const char* observer) {
+  std::vector<std::shared_ptr<Stream>> pending{defaultStream(index)};
+  streams().forEach([&](const std::shared_ptr<Stream>& stream) {
+    if (stream->device() == index)
+      pending.push_back(stream);
+  });
+  orError_t result = orSuccess;
+  for (const std::shared_ptr<Stream>& stream : pending) {
+    // One report per call: a second would overwrite the first's message.
+    const orError_t error = stream->synchronize(result == orSuccess ? observer : nullptr);
+    if (result == orSuccess)
+      result = error;
+  }
+  return result;
+}
+
 }  // namespace
 
 Stream::Stream(uintptr_t handle, int device, int priority) : handle_(handle), device_(device), priority_(priority) {}
 
-orError_t Stream::submit(const char* context, std::function<void()> task, bool marker) {
+orError_t Stream::submit(const char* context, std::function<void()> task, bool marker, uint64_t* number) {
   std::unique_lock lock(mutex_);
   if (stopping_) {
     return fail(
@@ -68,6 +88,8 @@ orError_t Stream::submit(const char* context, std::function<void()> task, bool m
   }
   tasks_.push_back({std::move(task), marker});
   ++submitted_;
+  if (number != nullptr)
+    *number = submitted_;
   pendingTasks[device_].fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   workQueued_.notify_one();
@@ -79,10 +101,25 @@ bool Stream::idle() {
   return completed_ == submitted_;
 }
 
-void Stream::synchronize() {
+orError_t Stream::synchronize(const char* observer) {
   std::unique_lock lock(mutex_);
   const uint64_t target = submitted_;
+  if (completionChecks().on())
+    demand(target);
   workCompleted_.wait(lock, [&] { return completed_ >= target; });
+  return observer != nullptr && !hostWrites_.empty() ? reportHostWrites(target, observer) : orSuccess;
+}
+
+void Stream::require(uint64_t task) {
+  std::lock_guard lock(mutex_);
+  demand(task);
+}
+
+void Stream::requireAll() {
+  std::lock_guard lock(mutex_);
+  // Raising the bound wakes the worker if it holds back any task; if it is
+  // already at submitted_, it holds back none.
+  demand(submitted_);
 }
 
 bool Stream::stop() {
@@ -105,7 +142,11 @@ void Stream::run() {
   orSetDevice(device_);
   std::unique_lock lock(mutex_);
   for (;;) {
-    workQueued_.wait(lock, [this] { return !tasks_.empty() || stopping_; });
+    // The mode is read under the lock, and every change of it is followed by
+    // requireAll, so a worker holding back tasks never misses the change.
+    workQueued_.wait(lock, [this] {
+      return stopping_ || (!tasks_.empty() && (!completionChecks().on() || completed_ < required_));
+    });
     if (tasks_.empty())
       return;
     const Task task = std::move(tasks_.front());
@@ -128,6 +169,44 @@ void Stream::complete() {
   workCompleted_.notify_all();
 }
 
+void Stream::demand(uint64_t task) {
+  if (task <= required_)
+    return;
+  required_ = task;
+  workQueued_.notify_one();
+}
+
+void Stream::addHostWrite(HostWrite write) {
+  std::lock_guard lock(mutex_);
+  // Called by the running task, the one after the last completed.
+  write.task = completed_ + 1;
+  hostWrites_.push_back(write);
+  checkWord.fetch_add(kUnreportedWrite, std::memory_order_relaxed);
+}
+
+orError_t Stream::takeHostWrites(uint64_t task, const char* observer) {
+  std::lock_guard lock(mutex_);
+  return reportHostWrites(task, observer);
+}
+
+orError_t Stream::reportHostWrites(uint64_t task, const char* observer) {
+  const auto end = std::find_if(
+      hostWrites_.begin(), hostWrites_.end(), [task](const HostWrite& write) { return write.task > task; });
+  const size_t found = end - hostWrites_.begin();
+  if (found == 0)
+    return orSuccess;
+  const HostWrite first = hostWrites_.front();
+  hostWrites_.erase(hostWrites_.begin(), end);
+  checkWord.fetch_sub(found * kUnreportedWrite, std::memory_order_relaxed);
+  const std::string more = found > 1 ? " (and " + std::to_string(found - 1) + " more copies on this stream)" : "";
+  return fail(
+      orErrorHostWriteDuringCopy,
+      "%s: the host wrote into [%p, %p), the source of an %s of %zu bytes on stream %p of device %d, after the call "
+      "and before the copy ran (first changed byte at offset %zu); the copy took the changed data%s",
+      observer, first.source, static_cast<const char*>(first.source) + first.count, first.context, first.count,
+      static_cast<void*>(handle()), device_, first.offset, more.c_str());
+}
+
 std::shared_ptr<Stream> findStream(orStream_t handle, const char* context) {
   if (handle == nullptr)
     return defaultStream(currentDevice());
@@ -140,16 +219,27 @@ std::shared_ptr<Stream> findStream(orStream_t handle, const char* context) {
   return nullptr;
 }
 
-void synchronizeDevice(int index) {
-  if (pendingTasks[index].load(std::memory_order_acquire) == 0)
-    return;
-  std::vector<std::shared_ptr<Stream>> pending{defaultStream(index)};
-  streams().forEach([&](const std::shared_ptr<Stream>& stream) {
-    if (stream->device() == index)
-      pending.push_back(stream);
-  });
-  for (const std::shared_ptr<Stream>& stream : pending)
-    stream->synchronize();
+std::shared_ptr<Stream> liveStream(orStream_t handle, int device) {
+  if (handle == nullptr)
+    return defaultStream(device);
+  return streams().find(reinterpret_cast<uintptr_t>(handle));
+}
+
+orError_t synchronizeDevice(int index, const char* observer) {
+  if (pendingTasks[index].load(std::memory_order_acquire) == 0 &&
+      (observer == nullptr || !completionChecks().unreported())) {
+    return orSuccess;
+  }
+  return synchronizeStreams(index, observer);
+}
+
+void requireAllStreams(int deviceCount) {
+  std::vector<std::shared_ptr<Stream>> all;
+  for (int index = 0; index < deviceCount; ++index)
+    all.push_back(defaultStream(index));
+  streams().forEach([&](const std::shared_ptr<Stream>& stream) { all.push_back(stream); });
+  for (const std::shared_ptr<Stream>& stream : all)
+    stream->requireAll();
 }
 
 }  // namespace openreg::runtime
@@ -202,7 +292,7 @@ orError_t orStreamDestroy(orStream_t stream) {
         static_cast<void*>(stream));
   }
   streams().remove(reinterpret_cast<uintptr_t>(stream));
-  return orSuccess;
+  return completionChecks().unreported() ? target->takeHostWrites(UINT64_MAX, "orStreamDestroy") : orSuccess;
 }
 
 orError_t orStreamQuery(orStream_t stream) {
@@ -212,12 +302,14 @@ orError_t orStreamQuery(orStream_t stream) {
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamQuery");
   if (target == nullptr)
     return orErrorInvalidResourceHandle;
+  const Checks checks = completionChecks();
+  // Held-back work is work in progress: a query does not start it.
   if (!target->idle()) {
     return fail(
         orErrorNotReady, "orStreamQuery: stream %p of device %d has work in progress", static_cast<void*>(stream),
         target->device());
   }
-  return orSuccess;
+  return checks.unreported() ? target->takeHostWrites(UINT64_MAX, "orStreamQuery") : orSuccess;
 }
 
 orError_t orStreamSynchronize(orStream_t stream) {
@@ -225,16 +317,17 @@ orError_t orStreamSynchronize(orStream_t stream) {
   if (config == nullptr)
     return orErrorInitializationError;
   // Hosts synchronize with the default stream before every host-side read;
-  // when nothing is pending on the device at all, that needs no lock.
+  // when nothing is pending on the device at all (nor awaits a report), that
+  // needs no lock.
   // Acquire: pairs with the release in Stream::complete.
-  if (stream == nullptr && pendingTasks[currentDevice()].load(std::memory_order_acquire) == 0) {
+  if (stream == nullptr && pendingTasks[currentDevice()].load(std::memory_order_acquire) == 0 &&
+      !completionChecks().unreported()) {
     return orSuccess;
   }
   const std::shared_ptr<Stream> target = findStream(stream, "orStreamSynchronize");
   if (target == nullptr)
     return orErrorInvalidResourceHandle;
-  target->synchronize();
-  return orSuccess;
+  return target->synchronize("orStreamSynchronize");
 }
 
 orError_t orStreamGetDevice(orStream_t stream, int* device) {

@@ -168,6 +168,18 @@ int main() {
     check(orEventSynchronize(event));
   });
   std::printf("orEventRecord+orEventSynchronize, idle       %10.0f ns\n", record);
+  const double queries = medianNanoseconds(1000, 1000, [stream, event] {
+    check(orStreamQuery(stream));
+    check(orEventQuery(event));
+  });
+  std::printf("orStreamQuery+orEventQuery, idle             %10.1f ns\n", queries);
+  check(orMalloc(&ptr, 4096));
+  const double async = medianNanoseconds(200, 100, [&] {
+    check(orMemcpyAsync(ptr, &element, sizeof(element), orMemcpyHostToDevice, stream));
+    check(orStreamSynchronize(stream));
+  });
+  std::printf("orMemcpyAsync+orStreamSynchronize, 4 bytes   %10.0f ns\n", async);
+  check(orFree(ptr));
   check(orEventDestroy(event));
   check(orStreamDestroy(stream));
   return 0;

@@ -204,6 +204,14 @@ inline bool threadCountSettlesAt(int expected) {
   return threadCount() == expected;
 }
 
+// Runs an existing test again with completion checks on (orSetCompletionChecks).
+template <void (*test)()>
+void withCompletionChecks() {
+  CHECK_OK(orSetCompletionChecks(1));
+  test();
+  CHECK_OK(orSetCompletionChecks(0));
+}
+
 // User plus system time of the whole process.
 inline double cpuMilliseconds() {
   rusage usage{};

@@ -19,6 +19,7 @@ void testErrorStrings() {
       {orErrorIllegalState, "orErrorIllegalState"},
       {orErrorNotReady, "orErrorNotReady"},
       {orErrorInvalidResourceHandle, "orErrorInvalidResourceHandle"},
+      {orErrorHostWriteDuringCopy, "orErrorHostWriteDuringCopy"},
   };
   std::vector<std::string> strings;
   for (const auto& [code, name] : names) {

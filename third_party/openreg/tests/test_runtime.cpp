@@ -54,6 +54,16 @@ void testFreeWaitsForQueuedCopies();
 void testStreamWaitEvent();
 void testEvents();
 void testActivities();
+void testCompletionChecksMode();
+void testCheckedDeviceToHost();
+void testCheckedHostWrite();
+void testCheckedHostSource();
+void testCheckedEventOrder();
+void testCheckedCrossStream();
+void testCheckedHostFunction();
+void testCheckedFree();
+void testCheckedThreads();
+void testCompletionChecksOff();
 
 }  // namespace openreg_test
 
@@ -106,6 +116,28 @@ int main() {
       {"default stream", testDefaultStream},
       {"stream stress", testStreamStress},
       {"activities", testActivities},
+      {"checks: mode", testCompletionChecksMode},
+      {"checks: device to host", testCheckedDeviceToHost},
+      {"checks: host write", testCheckedHostWrite},
+      {"checks: host source", testCheckedHostSource},
+      {"checks: event order", testCheckedEventOrder},
+      {"checks: cross-stream", testCheckedCrossStream},
+      {"checks: host function", testCheckedHostFunction},
+      {"checks: free", testCheckedFree},
+      {"checks: threads", testCheckedThreads},
+      {"checks: turned off", testCompletionChecksOff},
+      // The existing tests that hold with the mode on. The others show work
+      // running unasked (orErrorNotReady from a query, zeros in a pending
+      // destination, a host function blocked until the test opens a gate
+      // after querying, a host function waiting for another stream's
+      // without an event), which the mode rules out by design.
+      {"checked stream basics", withCompletionChecks<testStreamBasics>},
+      {"checked stream destroy", withCompletionChecks<testStreamDestroy>},
+      {"checked stream order", withCompletionChecks<testStreamOrder>},
+      {"checked copy arguments", withCompletionChecks<testMemcpyAsyncValidation>},
+      {"checked free waits", withCompletionChecks<testFreeWaitsForQueuedCopies>},
+      {"checked stream stress", withCompletionChecks<testStreamStress>},
+      {"checked activities", withCompletionChecks<testActivities>},
       {"forked child", testForkedChild},
   };
   for (const auto& [name, test] : tests) {
