@@ -28,6 +28,7 @@ INVALID = [
     ("OPENREG_FALLBACK", "maybe"),
     ("OPENREG_FALLBACK_WARN", "yes"),
     ("OPENREG_FALLBACK_OPS", "add.Tensor,no_such_op"),
+    ("OPENREG_SANITIZER", "on"),
 ]
 
 

@@ -443,6 +443,7 @@ def test_wait_stream_makes_copies_visible_to_other_stream():
     consumer.wait_stream(producer)
     with torch.openreg.stream(consumer):
         doubled = dev * 2
+    torch.openreg.current_stream().wait_stream(consumer)  # before the host reads what the consumer wrote
     assert_same(doubled, expected * 2)
     # the current (default) stream waiting on the producer works the same way
     expected2 = make_cpu(BIG, seed=7)
@@ -462,6 +463,7 @@ def test_wait_stream_across_devices():
     consumer.wait_stream(producer)
     with torch.openreg.stream(consumer):
         on0 = dev1.to("openreg:0")  # peer copy, ordered after the producer's copies
+    torch.openreg.current_stream().wait_stream(consumer)
     assert on0.device == torch.device("openreg:0")
     assert_same(on0, expected)
 
@@ -476,6 +478,7 @@ def test_generic_torch_stream_methods():
     s2.wait_stream(s1)
     with s2:
         doubled = dev * 2
+    torch.accelerator.current_stream().wait_stream(s2)
     assert_same(doubled, expected * 2)
     ev = s1.record_event()
     assert isinstance(ev, torch.Event)

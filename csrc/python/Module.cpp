@@ -28,6 +28,7 @@
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegSyncDebug.h"
 #include "runtime/Options.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace {
 
@@ -106,6 +107,11 @@ BINDING(py_options, (), {
     table.append(py::make_tuple(option.name, option.default_value, option.meaning));
   }
   return table;
+})
+BINDING(py_sanitizer_option, (), return sanitizer_option();)
+BINDING(py_set_sanitizer_enabled, (bool on), sanitizer::set_enabled(on);)
+BINDING(py_sanitizer_stream_id, (int device_index, int64_t stream_id), {
+  return sanitizer::stream_id(c10::Stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id));
 })
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 BINDING(py_set_memory_fraction, (double fraction, int index), setMemoryFraction(fraction, to_index(index));)
@@ -271,6 +277,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_host_memory_stats", &py_reset_accumulated_host_memory_stats);
   m.def("_reset_peak_host_memory_stats", &py_reset_peak_host_memory_stats);
   m.def("_options", &py_options);
+  m.def("_sanitizer_option", &py_sanitizer_option);
+  m.def("_set_sanitizer_enabled", &py_set_sanitizer_enabled);
+  m.def("_sanitizer_stream_id", &py_sanitizer_stream_id);
   m.def("_record_memory_history", &py_record_memory_history);
   m.def("_memory_snapshot", &py_memory_snapshot);
   m.def("_check_device_index", &py_check_device_index);

@@ -2,8 +2,8 @@
 // c10::DeviceAllocator registered for PrivateUse1, which routes each request
 // to the cache of the current device (OpenRegDeviceCache.h), keeps the live
 // blocks by address for the deleter, and answers torch.openreg's allocator
-// API. Its deleter takes no lock a forked child could find held, and never
-// throws or touches Python.
+// API. Its deleter takes no lock a forked child could find held, never throws,
+// and touches Python only to report to the sanitizer while it is on.
 #include "runtime/OpenRegDeviceAllocator.h"
 
 #include <array>
@@ -23,6 +23,7 @@
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegPluggableAllocator.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
 namespace {
@@ -47,6 +48,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     const c10::Stream stream = getCurrentOpenRegStream(device);
     Block* block = cache(device).malloc(nbytes, stream);
     remember(block);
+    trace_allocation(block);
     return {block->ptr, block->ptr, &raw_delete, make_device(device)};
   }
 
@@ -117,6 +119,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     const OpenRegGuard guard(device);  // the runtime allocates on the current device
     Block* block = device_cache.malloc(nbytes, stream);
     remember(block);
+    trace_allocation(block);
     return block->ptr;
   }
 
@@ -127,6 +130,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     Block* block = forget(ptr);
     TORCH_CHECK_VALUE(
         block != nullptr, "caching_allocator_delete: ", ptr, " was not allocated by the openreg allocator");
+    trace_deallocation(block);
     cache(block->stream.device_index()).free(block);
   }
 
@@ -185,6 +189,16 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
 
   static void raw_delete(void* ptr);
 
+  // The sanitizer's trace of a block handed out and given back (SanitizerTrace.h), outside the cache's lock. Only
+  // while the sanitizer is on does a free reach Python (its callbacks take the GIL), as CUDA's allocator does under
+  // CUDA's sanitizer; the trace catches what the callbacks raise, so the deleter still never throws.
+  static void trace_allocation(const Block* block) {
+    sanitizer::trace([&](const auto& t) { t.trace_gpu_memory_allocation(c10::kPrivateUse1, uintptr_t(block->ptr)); });
+  }
+  static void trace_deallocation(const Block* block) noexcept {
+    sanitizer::trace([&](const auto& t) { t.trace_gpu_memory_deallocation(c10::kPrivateUse1, uintptr_t(block->ptr)); });
+  }
+
   std::once_flag caches_once_;
   std::vector<std::unique_ptr<DeviceCache>> caches_;
   std::atomic<DeviceIndex> cache_count_{0};  // caches_.size() once filled
@@ -209,6 +223,7 @@ void OpenRegDeviceAllocator::raw_delete(void* ptr) {
     std::fprintf(stderr, "openreg: freeing %p, which the openreg allocator did not allocate\n", ptr);
     return;
   }
+  trace_deallocation(block);
   g_allocator.cache(block->stream.device_index()).free(block);
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegStream.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
 
@@ -18,8 +19,12 @@ void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex devi
     const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming;
     OPENREG_CHECK(orEventCreateWithFlags(&or_event, flags));
     *event = or_event;
+    sanitizer::trace([&](const auto& t) { t.trace_gpu_event_creation(c10::kPrivateUse1, uintptr_t(or_event)); });
   }
   OPENREG_CHECK(orEventRecord(or_event, openreg_stream.handle()));
+  sanitizer::trace([&](const auto& t) {
+    t.trace_gpu_event_record(c10::kPrivateUse1, uintptr_t(or_event), sanitizer::stream_id(stream));
+  });
 }
 
 void block_on_event(void* event, const c10::Stream& stream) {
@@ -29,6 +34,9 @@ void block_on_event(void* event, const c10::Stream& stream) {
   const OpenRegStream openreg_stream(stream);
   OpenRegGuard guard(stream.device());
   OPENREG_CHECK(orStreamWaitEvent(openreg_stream.handle(), static_cast<orEvent_t>(event), 0));
+  sanitizer::trace([&](const auto& t) {
+    t.trace_gpu_event_wait(c10::kPrivateUse1, uintptr_t(event), sanitizer::stream_id(stream));
+  });
 }
 
 bool query_event(void* event) {
@@ -36,16 +44,23 @@ bool query_event(void* event) {
     return true;
   }
   const orError_t err = orEventQuery(static_cast<orEvent_t>(event));
-  if (err == orErrorNotReady) {
-    return false;
+  if (err != orErrorNotReady) {
+    OPENREG_CHECK(err);
   }
-  OPENREG_CHECK(err);
-  return true;
+  if (sanitizer::enabled()) {
+    if (sanitizer::answer_not_ready(uintptr_t(event), err == orErrorNotReady)) {
+      return false;
+    }
+    synchronize_event(event);  // completes the held-back work, and reports it to the checker
+    return true;
+  }
+  return err == orSuccess;
 }
 
 void synchronize_event(void* event) {
   if (event != nullptr) {
     OPENREG_CHECK(orEventSynchronize(static_cast<orEvent_t>(event)));
+    sanitizer::trace([&](const auto& t) { t.trace_gpu_event_synchronization(c10::kPrivateUse1, uintptr_t(event)); });
   }
 }
 
@@ -63,6 +78,7 @@ double event_elapsed_time(void* start, void* end) {
 
 void destroy_event(void* event) noexcept {
   if (event != nullptr) {
+    sanitizer::trace([&](const auto& t) { t.trace_gpu_event_deletion(c10::kPrivateUse1, uintptr_t(event)); });
     (void)orEventDestroy(static_cast<orEvent_t>(event));
   }
 }

@@ -1,5 +1,7 @@
 #include "runtime/OpenRegFunctions.h"
 
+#include "sanitizer/SanitizerTrace.h"
+
 namespace c10::openreg {
 
 c10::DeviceIndex device_count() {
@@ -56,6 +58,7 @@ void synchronize_device(c10::DeviceIndex index) {
   const orError_t err = orDeviceSynchronize();
   set_device(previous);
   OPENREG_CHECK(err);
+  sanitizer::trace([](const auto& t) { t.trace_gpu_device_synchronization(c10::kPrivateUse1); });
 }
 
 }  // namespace c10::openreg

@@ -7,6 +7,7 @@
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegFunctions.h"
 #include "runtime/OpenRegGuard.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
 namespace {
@@ -85,11 +86,17 @@ int OpenRegStream::priority() const {
 bool OpenRegStream::query() const {
   OpenRegGuard guard(stream_.device());
   const orError_t err = orStreamQuery(handle());
-  if (err == orErrorNotReady) {
-    return false;
+  if (err != orErrorNotReady) {
+    OPENREG_CHECK(err);
   }
-  OPENREG_CHECK(err);
-  return true;
+  if (sanitizer::enabled()) {
+    if (sanitizer::answer_not_ready(sanitizer::stream_id(stream_), err == orErrorNotReady)) {
+      return false;
+    }
+    synchronize();  // completes the held-back work, and reports it to the checker
+    return true;
+  }
+  return err == orSuccess;
 }
 
 void OpenRegStream::synchronize() const {
@@ -102,6 +109,8 @@ void OpenRegStream::synchronize() const {
     set_device(previous);
   }
   OPENREG_CHECK(err);
+  sanitizer::trace(
+      [&](const auto& t) { t.trace_gpu_stream_synchronization(c10::kPrivateUse1, sanitizer::stream_id(stream_)); });
 }
 
 OpenRegStream getDefaultOpenRegStream(c10::DeviceIndex device) {

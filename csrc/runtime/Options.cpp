@@ -12,7 +12,7 @@
 namespace c10::openreg {
 namespace {
 
-constexpr std::array<OptionDoc, 7> kOptions{{
+constexpr std::array<OptionDoc, 8> kOptions{{
     // Parsed by the runtime (third_party/openreg/src/Environment.cpp).
     {"OPENREG_DEVICE_COUNT", "2", "number of devices, 1..16"},
     {"OPENREG_DEVICE_MEMORY", "8G", "capacity of each device, bytes with an optional K/M/G suffix"},
@@ -23,6 +23,7 @@ constexpr std::array<OptionDoc, 7> kOptions{{
     {"OPENREG_FALLBACK", "1", "0: strict, an operator without an openreg kernel raises"},
     {"OPENREG_FALLBACK_WARN", "0", "1: warn once per operator that runs on the CPU fallback"},
     {"OPENREG_FALLBACK_OPS", "", "comma-separated aten operators to route to the fallback even where a kernel exists"},
+    {"OPENREG_SANITIZER", "0", "1: the stream-order sanitizer checks the whole run (docs/sanitizer.md)"},
 }};
 
 // The variable's value, or its documented default when unset or empty, so the
@@ -107,9 +108,14 @@ const FallbackOptions& fallback_options() {
   return std::get<FallbackOptions>(parsed);
 }
 
+bool sanitizer_option() {
+  return parse_flag("OPENREG_SANITIZER");
+}
+
 void validate_options() {
   (void)device_count();  // the runtime's variables
   (void)fallback_options();
+  (void)sanitizer_option();
 }
 
 }  // namespace c10::openreg

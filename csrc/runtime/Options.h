@@ -37,6 +37,9 @@ struct FallbackOptions {
 // Parsed on the first call; throws on every call if a value is invalid.
 const FallbackOptions& fallback_options();
 
+// OPENREG_SANITIZER; throws if the value is invalid.
+bool sanitizer_option();
+
 // Throws, naming the first invalid variable and its value, unless every
 // variable in option_table() is valid. Called at lazy init.
 void validate_options();

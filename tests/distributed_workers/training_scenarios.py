@@ -373,7 +373,12 @@ def main():
         try:
             result = to_cpu(SCENARIOS[name](ARGS.device))
             assert_identical(result, to_cpu(SCENARIOS[name]("cpu")), f"{ARGS.device} against cpu")
-            report(scenario=name, ok=True, detail="")
+            report(
+                scenario=name,
+                ok=True,
+                detail="",
+                sanitized=ARGS.device != "cpu" and torch.openreg.sanitizer.is_enabled(),
+            )
         except Mismatch as error:
             # Collectives stayed in step across ranks: the next scenario can still run.
             report(scenario=name, ok=False, detail=str(error))

@@ -47,6 +47,10 @@ def _lazy_init() -> None:
         for call in _deferred_calls:
             call()
         _deferred_calls.clear()
+        if _C._sanitizer_option():  # OPENREG_SANITIZER=1: checking starts with the first device use
+            from . import sanitizer
+
+            sanitizer.enable()
 
 
 def _run_when_initialized(call) -> None:

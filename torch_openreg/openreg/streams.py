@@ -7,6 +7,7 @@ behaviour the C++ device guard provides), specialized to openreg.
 import torch
 
 from .. import _C
+from . import sanitizer
 from ._utils import _get_device_index
 
 __all__ = [
@@ -99,7 +100,14 @@ class Event(torch.Event):
 
     def wait(self, stream=None) -> None:
         """Makes future work on ``stream`` (default: the current stream) wait for this event."""
-        super().wait(stream if stream is not None else current_stream())
+        stream = stream if stream is not None else current_stream()
+        if self.event_id == 0 and sanitizer.is_enabled():
+            # A wait on an event never recorded orders the stream after nothing, here as on CUDA.
+            raise RuntimeError(
+                f"openreg sanitizer: {stream} waits on an event that was never recorded, which orders it after "
+                "nothing: record the event on the stream whose work it must follow before waiting on it"
+            )
+        super().wait(stream)
 
     def elapsed_time(self, end_event) -> float:
         """Milliseconds from this event to ``end_event`` (both recorded, timing enabled)."""

@@ -1,0 +1,34 @@
+#include "sanitizer/SanitizerTrace.h"
+
+#include <mutex>
+
+#include <c10/util/flat_hash_map.h>
+#include <openreg.h>
+
+#include "runtime/OpenRegException.h"
+
+namespace c10::openreg::sanitizer {
+
+void set_enabled(bool on) {
+  OPENREG_CHECK(orSetCompletionChecks(on ? 1 : 0));
+  g_enabled.store(on, std::memory_order_relaxed);
+}
+
+uintptr_t stream_id(const c10::Stream& stream) {
+  // Stream ids are small per device (a pool index and a priority), so the device index fits above them.
+  return (static_cast<uintptr_t>(static_cast<uint8_t>(stream.device_index())) << 48) |
+      (static_cast<uintptr_t>(stream.id()) & ((uintptr_t{1} << 48) - 1));
+}
+
+bool answer_not_ready(uintptr_t key, bool pending) {
+  static std::mutex mutex;
+  static ska::flat_hash_set<uintptr_t> answered;  // keys already answered "not ready" for their pending work
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!pending) {
+    answered.erase(key);
+    return false;
+  }
+  return answered.erase(key) == 0 && answered.insert(key).second;
+}
+
+}  // namespace c10::openreg::sanitizer
