@@ -1,5 +1,7 @@
 #include "sanitizer/SanitizerTrace.h"
 
+#include <Python.h>
+
 #include <mutex>
 
 #include <c10/util/flat_hash_map.h>
@@ -18,6 +20,26 @@ uintptr_t stream_id(const c10::Stream& stream) {
   // Stream ids are small per device (a pool index and a priority), so the device index fits above them.
   return (static_cast<uintptr_t>(static_cast<uint8_t>(stream.device_index())) << 48) |
       (static_cast<uintptr_t>(stream.id()) & ((uintptr_t{1} << 48) - 1));
+}
+
+PythonExceptionSetAside::PythonExceptionSetAside() {
+  if (!Py_IsInitialized()) {
+    return;
+  }
+  gil_state_ = PyGILState_Ensure();
+  PyErr_Fetch(
+      reinterpret_cast<PyObject**>(&exception_[0]), reinterpret_cast<PyObject**>(&exception_[1]),
+      reinterpret_cast<PyObject**>(&exception_[2]));
+  active_ = true;
+}
+
+PythonExceptionSetAside::~PythonExceptionSetAside() {
+  if (active_) {
+    PyErr_Restore(
+        static_cast<PyObject*>(exception_[0]), static_cast<PyObject*>(exception_[1]),
+        static_cast<PyObject*>(exception_[2]));
+    PyGILState_Release(static_cast<PyGILState_STATE>(gil_state_));
+  }
 }
 
 bool answer_not_ready(uintptr_t key, bool pending) {

@@ -34,10 +34,26 @@ uintptr_t stream_id(const c10::Stream& stream);
 // the runtime reported pending work. True: answer "not ready".
 bool answer_not_ready(uintptr_t key, bool pending);
 
+// Sets the calling thread's Python exception aside while a trace runs its callbacks, holding the GIL: a block freed
+// while a Python exception unwinds the stack would otherwise call Python with that exception set.
+class PythonExceptionSetAside {
+ public:
+  PythonExceptionSetAside();
+  ~PythonExceptionSetAside();
+  PythonExceptionSetAside(const PythonExceptionSetAside&) = delete;
+  PythonExceptionSetAside& operator=(const PythonExceptionSetAside&) = delete;
+
+ private:
+  bool active_ = false;
+  int gil_state_ = 0;  // PyGILState_STATE
+  void* exception_[3] = {};  // type, value, traceback
+};
+
 template <typename Report>
 inline void trace(Report&& report) {
   if (C10_UNLIKELY(enabled())) {
     if (const c10::impl::PyInterpreter* interpreter = c10::impl::GPUTrace::get_trace()) {
+      const PythonExceptionSetAside set_aside;
       report(**interpreter);
     }
   }

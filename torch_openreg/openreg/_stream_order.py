@@ -51,6 +51,11 @@ def _current_stream_id(device_index: int) -> int:
     return _stream_id(device_index, torch.openreg.current_stream(device_index).stream_id)
 
 
+def _traced(tensor: torch.Tensor) -> bool:
+    """A tensor of a tracer (fake, functional, proxy tensors of torch.compile and torch.export): no device memory."""
+    return torch._C._dispatch_keys(tensor).has(torch._C.DispatchKey.Python)
+
+
 def _storage_key(tensor: torch.Tensor) -> int:
     """The tensor's storage address (its allocation's), or its identity for one without storage bytes."""
     if tensor.layout == torch.strided and not tensor.is_nested and tensor.data_ptr():
@@ -73,7 +78,7 @@ class _Arguments(csan.ArgumentHandler):
         return self.written_device if self.written_device is not None else self.read_device
 
     def _handle_argument(self, value, is_write, metadata_only, name=None, is_output=False) -> None:
-        if not isinstance(value, torch.Tensor) or value.device.type != "openreg":
+        if not isinstance(value, torch.Tensor) or value.device.type != "openreg" or _traced(value):
             return
         if is_write and self.written_device is None:
             self.written_device = value.device.index
@@ -185,12 +190,17 @@ class StreamOrderChecker(csan.EventHandler):
 class StreamOrderMode(TorchDispatchMode):
     """Sees every operator of the thread that entered it: which openreg storages it reads and writes, on which stream."""
 
+    # Higher-order operators (auto_functionalized, cond, ...) pass through; their operators come here one by one.
+    supports_higher_order_operators = True
+
     def __init__(self, checker: StreamOrderChecker) -> None:
         super().__init__()
         self.checker = checker
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return func(*args, **kwargs)
         if func is torch.ops.aten.record_stream.default:  # not a kernel: the allocator's bookkeeping
             self.checker.record_stream(*args)
             return func(*args, **kwargs)
