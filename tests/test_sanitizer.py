@@ -19,6 +19,17 @@ RUNS = 100
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(autouse=True)
+def starts_off():
+    """These tests switch the sanitizer on and off themselves; a suite run under OPENREG_SANITIZER=1 has it on (that it
+    is off by default is checked by test_pytest_flag_and_fixture, in a process without the variable)."""
+    was_on = sanitizer.is_enabled()
+    sanitizer.disable()
+    yield
+    if was_on:
+        sanitizer.enable()
+
+
 def read_on_another_stream(fixed):
     a = torch.ones(N, device=DEVICE)  # written on the default stream
     side = torch.openreg.Stream()
@@ -68,10 +79,6 @@ def wait_before_record(fixed):
     if fixed:
         event.record()
     side.wait_event(event)
-
-
-def test_off_by_default():
-    assert not sanitizer.is_enabled()
 
 
 @pytest.mark.slow
@@ -170,6 +177,51 @@ def test_training_step_with_side_stream_copies_runs_clean():
             loss.backward()
             optimizer.step()
         assert torch.isfinite(loss).item()
+
+
+def test_graph_replays_are_checked_on_the_current_stream_and_captures_are_not():
+    static_in = torch.zeros(N, device=DEVICE)
+    graph = torch.openreg.OpenRegGraph()
+    with sanitizer.enabled():
+        # Capture runs nothing in CUDA's model: reading static_in on the capture stream is no race.
+        with torch.openreg.graph(graph):
+            static_out = static_in * 2
+        # Replay is work on the current stream, as a CUDA graph launch is: ordered after the refresh queued there.
+        static_in.copy_(torch.full((N,), 3.0).to(DEVICE))
+        graph.replay()
+        assert torch.equal(static_out.cpu(), torch.full((N,), 6.0))
+        # A refresh on another stream, not waited for, races with the replay.
+        side = torch.openreg.Stream()
+        side.wait_stream(torch.openreg.current_stream())
+        with torch.openreg.stream(side):
+            static_in.fill_(4.0)
+        with pytest.raises(SynchronizationErrors, match="aten::mul.Tensor"):
+            graph.replay()
+
+
+def test_copies_between_devices_are_ordered_both_ways_as_on_cuda():
+    with sanitizer.enabled():
+        for _ in range(3):
+            x = torch.arange(N, dtype=torch.float32, device="openreg:0") * 2
+            y = x.to("openreg:1")  # on openreg:1's current stream, after openreg:0's work
+            del x  # reused on openreg:0's stream, which the copy orders after itself
+            z = torch.empty(N, device="openreg:0").fill_(1.0)
+            assert torch.equal((y.to("openreg:0") + z).cpu(), torch.arange(N, dtype=torch.float32) * 2 + 1)
+
+
+@pytest.mark.slow
+def test_compiled_code_is_compiled_and_its_operators_checked():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b: (a @ b).relu() + 1, fullgraph=True)
+    a = torch.randn(16, 16, device=DEVICE)
+    with sanitizer.enabled():
+        b = torch.randn(16, 16, device=DEVICE)
+        torch.testing.assert_close(compiled(a, b).cpu(), (a.cpu() @ b.cpu()).relu() + 1)
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # compiled, not run eagerly
+        # The matrix product is an extern kernel the compiled code calls through the dispatcher: checked.
+        c = torch.randn(16, 16, device=DEVICE)  # written on the default stream
+        with torch.openreg.stream(torch.openreg.Stream()), pytest.raises(SynchronizationErrors, match="aten::mm"):
+            compiled(a, c)
 
 
 def _run_checked(args, timeout):

@@ -59,8 +59,10 @@ class OpenRegGraph final : public at::GraphImplInterface {
 
   void replay() override {
     TORCH_CHECK(!capture_, "Cannot replay an openreg graph while it is capturing");
-    // Like a CUDA graph launch, replay is work on the capture stream.
-    const OpenRegStreamGuard stream_guard(stream_);
+    // Like a CUDA graph launch (cudaGraphLaunch on the current stream of the
+    // capture's device), replay is work on the current stream, ordered after
+    // what the caller queued there (refreshed inputs).
+    const OpenRegGuard device_guard(stream_.device());
     // Autograd recorded its own work during capture; replay only recomputes.
     c10::AutoGradMode no_grad(false);
     for (const CapturedCall& call : calls_) {

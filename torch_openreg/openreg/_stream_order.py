@@ -80,8 +80,9 @@ class _Arguments(csan.ArgumentHandler):
     def _handle_argument(self, value, is_write, metadata_only, name=None, is_output=False) -> None:
         if not isinstance(value, torch.Tensor) or value.device.type != "openreg" or _traced(value):
             return
-        if is_write and self.written_device is None:
-            self.written_device = value.device.index
+        if is_write:
+            if self.written_device is None:
+                self.written_device = value.device.index
         elif self.read_device is None:
             self.read_device = value.device.index
         key = _storage_key(value)
@@ -160,6 +161,13 @@ class StreamOrderChecker(csan.EventHandler):
                 self.pending.append(UseAfterFreeError(address, stream, access, free_stack, _stack()))
                 return
 
+    def order_after(self, stream: int, other: int) -> None:
+        """Orders `stream` after everything `other` has run so far (an event recorded on `other` and waited on by
+        `stream`, without an event)."""
+        for s in (stream, other):
+            self.syncs._ensure_stream_exists(s)
+        self.syncs._state_wait_for_other(self.syncs.current_sync_states[stream], self.syncs.current_sync_states[other])
+
     def record_stream(self, tensor: torch.Tensor, stream: torch.Stream) -> None:
         key = _storage_key(tensor)
         self.recorded_streams.setdefault(key, set()).add(_stream_id(stream.device_index, stream.stream_id))
@@ -193,6 +201,12 @@ class StreamOrderMode(TorchDispatchMode):
     # Higher-order operators (auto_functionalized, cond, ...) pass through; their operators come here one by one.
     supports_higher_order_operators = True
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Off while torch.compile traces and compiles (else Dynamo would not compile at all under the sanitizer), on
+        # while the compiled code runs: it sees the operators that code calls through the dispatcher.
+        return True
+
     def __init__(self, checker: StreamOrderChecker) -> None:
         super().__init__()
         self.checker = checker
@@ -211,15 +225,26 @@ class StreamOrderMode(TorchDispatchMode):
         outputs = func(*args, **kwargs)
         arguments.parse_outputs(func._schema, outputs, is_factory=is_factory)
         errors, self.checker.pending = self.checker.pending, []
-        if arguments.device_index is not None:
+        # A graph capture records operators for its replays, which are checked when they run: CUDA's capture runs
+        # nothing (openreg's runs them too, which is not device work in CUDA's model).
+        if arguments.device_index is not None and not _C._is_current_stream_capturing():
+            stream = _current_stream_id(arguments.device_index)
+            # A copy between two devices (the only operator that reads one device and writes another) is ordered
+            # both ways, as CUDA's peer copy is: on the destination's current stream after the source's current
+            # stream's work, and the source's current stream after the copy.
+            peer = arguments.read_device if arguments.read_device not in (None, arguments.device_index) else None
+            if peer is not None:
+                self.checker.order_after(stream, _current_stream_id(peer))
             errors += self.checker._handle_kernel_launch(
-                _current_stream_id(arguments.device_index),
+                stream,
                 arguments.dataptrs_read - arguments.dataptrs_written,
                 arguments.dataptrs_written,
                 arguments.outputs,
                 func._schema,
                 arguments.tensor_aliases,
             )
+            if peer is not None:
+                self.checker.order_after(_current_stream_id(peer), stream)
         if errors:
             raise SynchronizationErrors(errors)
         return outputs
