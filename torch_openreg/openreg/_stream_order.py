@@ -162,8 +162,8 @@ class StreamOrderChecker(csan.EventHandler):
                 return
 
     def order_after(self, stream: int, other: int) -> None:
-        """Orders `stream` after everything `other` has run so far (an event recorded on `other` and waited on by
-        `stream`, without an event)."""
+        """Orders `stream` after everything `other` has run so far, as an event recorded on `other` and waited on by
+        `stream` would."""
         for s in (stream, other):
             self.syncs._ensure_stream_exists(s)
         self.syncs._state_wait_for_other(self.syncs.current_sync_states[stream], self.syncs.current_sync_states[other])
