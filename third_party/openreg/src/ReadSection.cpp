@@ -1,11 +1,14 @@
 #include "ReadSection.h"
 
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 namespace openreg::runtime {
@@ -30,11 +33,38 @@ long membarrier(int command) {
   return syscall(__NR_membarrier, command, 0, 0);
 }
 
-// Whether writers can fence every reader for it (decided once, before any
-// section is entered: the first ReadSection asks).
-bool writersFenceReaders() {
-  static const bool registered = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-  return registered;
+// Whether writers fence every reader for it (true once the process is
+// registered for expedited membarriers) or readers fence themselves.
+std::atomic<bool> writersFenceReaders{false};
+// Writers hold it shared from their choice of fence to the end of their scan;
+// the switch to writer fences takes it exclusively, so a reader that sees the
+// switch made (and skips its fence) never meets a writer that chose the
+// reader-fenced way.
+std::shared_mutex fenceSwitch;
+
+void* registerForMembarrier(void*) {
+  if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+    const std::unique_lock<std::shared_mutex> exclusive(fenceSwitch);
+    writersFenceReaders.store(true, std::memory_order_release);
+  }
+  return nullptr;
+}
+
+// Registration waits for a kernel grace period once the process has a second
+// thread (10-20 ms measured; numpy's BLAS starts one when torch imports it),
+// so it runs on a thread of its own and sections fence themselves meanwhile.
+// Started by the first section or writer, not at load: a process that never
+// reaches device memory starts no thread. Where the kernel refuses, or the
+// thread cannot start, readers keep fencing themselves.
+void startRegistration() {
+  static std::once_flag started;
+  std::call_once(started, [] {
+    pthread_t thread;
+    if (pthread_create(&thread, nullptr, &registerForMembarrier, nullptr) == 0) {
+      pthread_setname_np(thread, "or-membarrier");
+      pthread_detach(thread);
+    }
+  });
 }
 
 // Initial-exec, as the current device (Device.cpp says why and what it costs).
@@ -73,7 +103,6 @@ ReaderSlot* claimSlot() {
 }  // namespace
 
 ReadSection::ReadSection() {
-  static const bool fencedByWriters = writersFenceReaders();
   ReaderSlot* slot = threadSlot != nullptr ? threadSlot : claimSlot();
   if (slot->since.load(std::memory_order_relaxed) != 0) {
     slot_ = nullptr;
@@ -83,9 +112,12 @@ ReadSection::ReadSection() {
   // Acquire: a section that sees a grace period's number also sees what its
   // writer published before starting it.
   slot->since.store(gracePeriods.load(std::memory_order_acquire), std::memory_order_relaxed);
-  if (fencedByWriters) {
+  // Acquire: a section that skips its fence comes after every writer that
+  // relied on it (fenceSwitch).
+  if (writersFenceReaders.load(std::memory_order_acquire)) {
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler must not reorder
   } else {
+    startRegistration();
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 }
@@ -97,14 +129,16 @@ ReadSection::~ReadSection() {
 }
 
 void waitForReaders() {
+  const std::shared_lock<std::shared_mutex> fenceChoice(fenceSwitch);
   // Sections that begin from here on carry at least `current`, and see what
   // the caller published before this call.
   const uint64_t current = gracePeriods.fetch_add(1, std::memory_order_acq_rel) + 1;
   // After the fence, a reader's slot store is visible here, or its data
   // loads come after the fence and see the new data.
-  if (writersFenceReaders()) {
+  if (writersFenceReaders.load(std::memory_order_relaxed)) {
     membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
   } else {
+    startRegistration();
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   for (ReaderSlot* slot = slots.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {

@@ -9,7 +9,8 @@
 // otherwise need (its slot store before its data loads, against the writer's
 // publication before its slot scan) is supplied by the writer, with a
 // process-wide membarrier(2) that acts as a full fence on every running thread.
-// Where the kernel refuses membarrier, readers fall back to a full fence.
+// Readers fence themselves until the process is registered for it (in the
+// background, from the first use on) and wherever the kernel refuses it.
 #pragma once
 
 namespace openreg::runtime {

@@ -191,6 +191,14 @@ void testFreeRacesWithReaders() {
   CHECK(free == total);
 }
 
+// The same race in a fresh process, whose first read section starts the
+// membarrier registration (ReadSection.cpp): the registration takes
+// milliseconds, so the race begins with readers fencing themselves and goes
+// on after writers take the fence over.
+void testFreeRacesWhileFencesSwitch() {
+  CHECK_CHILD_EXITED_CLEANLY(runInChild({}, testFreeRacesWithReaders));
+}
+
 // The count of open accesses is exact under concurrent begins and ends: while
 // this thread holds an access to `second`, others open and close accesses on
 // `first` alone, in batches of one run within `first` (counted in one update)

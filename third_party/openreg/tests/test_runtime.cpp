@@ -33,6 +33,7 @@ void testPointerAttributes();
 void testScopedAccess();
 void testBatchedAccess();
 void testFreeRacesWithReaders();
+void testFreeRacesWhileFencesSwitch();
 void testAccessCountUnderContention();
 void testIpc();
 void testErrorStrings();
@@ -88,6 +89,7 @@ int main() {
       {"adjacent ranges", testRangeAcrossAdjacentAllocations},
       {"memory protection", testMemoryProtection},
       {"inter-process sharing", testIpc},
+      {"races as fences switch", testFreeRacesWhileFencesSwitch},
       {"error strings", testErrorStrings},
       {"devices", testDevices},
       {"malloc and free", testMallocFree},
