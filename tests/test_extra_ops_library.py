@@ -55,13 +55,19 @@ def rand(*shape, dtype=torch.float32):
 def on(device, *tensors):
     return tuple(t.to(device) for t in tensors)
 
-# Values: the openreg kernels compose ATen ops, the CPU kernels are loops.
+# Values: openreg's equal the CPU's bit for bit, in both dtypes.
 x, a, b = rand(4, 5, 6), rand(7, 3, dtype=torch.float64), rand(2, 3, dtype=torch.float64)
-for op, args in [(ops.rms_norm, (x, 1e-5)), (ops.pairwise_distance_sq, (a, b))]:
+x64, a32, b32 = x.double(), a.float(), b.float()
+for op, args in [
+    (ops.rms_norm, (x, 1e-5)),
+    (ops.rms_norm, (x64, 1e-5)),
+    (ops.pairwise_distance_sq, (a, b)),
+    (ops.pairwise_distance_sq, (a32, b32)),
+]:
     expected = op(*args)
     actual = op(*[t.to("openreg") if isinstance(t, torch.Tensor) else t for t in args])
     assert actual.device.type == "openreg" and actual.is_contiguous()
-    torch.testing.assert_close(actual.cpu(), expected)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
 torch.testing.assert_close(ops.rms_norm(x, 1e-5), x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5))
 torch.testing.assert_close(ops.pairwise_distance_sq(a, b), torch.cdist(a, b).square())
 

@@ -140,11 +140,7 @@ def run_on_both_devices(qualname):
         outcome[device] = [t.cpu() for t in (*results, *args, *kwargs.values()) if isinstance(t, torch.Tensor)]
     try:
         for on_device, on_cpu in zip(outcome["openreg"], outcome["cpu"], strict=True):
-            # openreg_extra's openreg kernels compose ATen operators rather
-            # than run the CPU loops, so they may round differently.
-            torch.testing.assert_close(
-                on_device, on_cpu, **({} if namespace == "openreg_extra" else {"rtol": 0, "atol": 0})
-            )
+            torch.testing.assert_close(on_device, on_cpu, rtol=0, atol=0)
     except AssertionError as error:
         return str(error)
     return ""

@@ -7,7 +7,7 @@
 // torch_openreg/ops/operators.yaml (the schemas and every kernel); nothing
 // imports it implicitly. This file holds the shape checks and the Meta kernels
 // (the shape functions, which serve the meta device, FakeTensorMode and
-// torch.compile tracing); CpuKernels.cpp and OpenRegKernels.cpp the others.
+// torch.compile tracing); Kernels.cpp the CPU and openreg kernels.
 #include "extra_ops/ExtraOps.h"
 
 #include "aten/DeviceCheck.h"
