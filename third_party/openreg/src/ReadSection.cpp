@@ -51,7 +51,7 @@ void* registerForMembarrier(void*) {
 }
 
 // Registration waits for a kernel grace period once the process has a second
-// thread (10-20 ms measured; numpy's BLAS starts one when torch imports it),
+// thread (4.5-20 ms measured; numpy's BLAS usually starts one under torch),
 // so it runs on a thread of its own and sections fence themselves meanwhile.
 // Started by the first section or writer, not at load: a process that never
 // reaches device memory starts no thread. Where the kernel refuses, or the
