@@ -86,6 +86,8 @@ EXPORTED = {
 # run_decompositions() functionalizes: the out= and mutating operators are kept inside auto_functionalized;
 # flat_view, whose only kernel is CompositeImplicitAutograd, is replaced by its decomposition.
 DECOMPOSED = EXPORTED - {"openreg.flat_view.default"}
+# The custom-operator models: their custom nodes after export, and after run_decompositions().
+CUSTOM_NODES = {"custom_ops": (EXPORTED, DECOMPOSED), "extra_ops": (EXPORTED_EXTRA, EXPORTED_EXTRA)}
 
 
 def custom_nodes(program):
@@ -115,12 +117,12 @@ def check_export(name):
     loaded = torch.export.load(buffer)
     assert all(p.device.type == DEVICE for p in loaded.state_dict.values())
     assert_same(loaded.module()(*(a.to(DEVICE) for a in make_args())), expected)
-    if name in ("custom_ops", "extra_ops"):
-        exported, decomposed_set = (EXPORTED, DECOMPOSED) if name == "custom_ops" else (EXPORTED_EXTRA, EXPORTED_EXTRA)
+    if name in CUSTOM_NODES:
+        exported, kept_by_decompositions = CUSTOM_NODES[name]
         assert custom_nodes(program) == exported
         assert custom_nodes(loaded) == exported
         decomposed = program.run_decompositions()
-        assert custom_nodes(decomposed) == decomposed_set
+        assert custom_nodes(decomposed) == kept_by_decompositions
         assert_same(decomposed.module()(*(a.to(DEVICE) for a in make_args())), expected)
 
 
