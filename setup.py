@@ -36,6 +36,7 @@ import environment_torch  # noqa: E402
 torch = environment_torch.import_environment_torch()
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
+import gen_aoti_c_shim  # noqa: E402
 import gen_custom_ops  # noqa: E402
 from torchgen import gen_backend_stubs  # noqa: E402
 
@@ -108,6 +109,7 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
                 extension.extra_compile_args += ["-isystem", os.path.join(TORCH_DIR, "include", "kineto")]
         self.add_generated_registrations()
         self.add_generated_aten_registrations()
+        self.add_generated_aoti_c_shim()
         with one_line_per_compiled_file():
             super().build_extensions()
 
@@ -170,6 +172,27 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
         extension.include_dirs.append(generated)
         if source not in extension.sources:
             extension.sources.append(source)
+
+    def add_generated_aoti_c_shim(self):
+        # openreg's C shim for Inductor's C++ wrapper and AOTInductor
+        # (tools/gen_aoti_c_shim.py), from the installed torch's operator list:
+        # the definitions go into _C, the header into the package's include
+        # directory, where the generated wrappers' compiles find it.
+        generated = os.path.abspath(os.path.join(self.build_temp, "generated", "aoti"))
+        header, source = gen_aoti_c_shim.generate()
+        header_dirs = [os.path.join(self.build_lib, "torch_openreg", "include"), generated]
+        if self.inplace or getattr(self, "editable_mode", False):
+            header_dirs.append(os.path.join(ROOT, "torch_openreg", "include"))
+        for include_dir in header_dirs:
+            path = os.path.join(include_dir, gen_aoti_c_shim.HEADER_INCLUDE)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            gen_custom_ops.write_if_changed(path, header)
+        source_path = os.path.join(generated, "c_shim_openreg.cpp")
+        gen_custom_ops.write_if_changed(source_path, source)
+        (extension,) = (e for e in self.extensions if e.name == "torch_openreg._C")
+        extension.include_dirs += [generated, os.path.join(ROOT, "torch_openreg", "include")]
+        if source_path not in extension.sources:
+            extension.sources.append(source_path)
 
     def get_ext_filename(self, fullname):
         filename = super().get_ext_filename(fullname)

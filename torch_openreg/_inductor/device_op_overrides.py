@@ -1,8 +1,10 @@
-"""The snippets Inductor's Python wrapper writes for openreg's runtime calls
-(``torch._inductor.codegen.common.DeviceOpOverrides``): the device guard
-around a graph, synchronize, the raw stream. The C++-wrapper snippets keep the
-base class's ``NotImplementedError``: openreg compiles with the Python wrapper
-only (``cpp_wrapper.py``)."""
+"""The snippets Inductor's wrappers write for openreg's runtime calls
+(``torch._inductor.codegen.common.DeviceOpOverrides``): for the Python
+wrapper, the device guard around a graph, synchronize, the raw stream; for the
+C++ wrapper and AOTInductor (``cpp_wrapper.py``), the C++ guard classes of
+``torch_openreg/aoti/openreg.h``. The snippets of a GPU wrapper (kernel
+loading, launch, CUDA-style stream types) keep the base class's
+``NotImplementedError``: openreg's kernels are host functions."""
 
 from textwrap import dedent
 
@@ -29,3 +31,16 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
 
     def current_stream(self) -> str:
         return "torch.openreg.current_stream()"
+
+    def cpp_device_guard(self) -> str:
+        return "torch_openreg::aoti::DeviceGuard"
+
+    def cpp_aoti_device_guard(self) -> str:
+        return "torch_openreg::aoti::DeviceGuard"
+
+    def cpp_aoti_stream_guard(self) -> str:
+        return "torch_openreg::aoti::StreamGuard"
+
+    def cpp_kernel_type(self) -> str:
+        # How an AOTInductor model declares its kernels: host functions.
+        return "void *"

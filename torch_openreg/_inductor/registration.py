@@ -66,11 +66,12 @@ def _copy_metadata_to_fake_tensors() -> None:
 def _register_with_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
-    from . import overrides
+    from . import cpp_build_options, cpp_wrapper, overrides
     from .cache_key import OpenRegCodegenVersion
     from .device_op_overrides import OpenRegDeviceOpOverrides
     from .scheduling import OpenRegScheduling
-    from .unsupported_wrappers import OpenRegCppWrapperCodegen, OpenRegWrapperFxCodegen
+    from .cpp_wrapper import OpenRegCppWrapperCodegen
+    from .unsupported_wrappers import OpenRegWrapperFxCodegen
     from .wrapper import OpenRegPythonWrapperCodegen
 
     register_backend_for_device(
@@ -83,6 +84,8 @@ def _register_with_inductor() -> None:
     )
     register_device_op_overrides(_DEVICE, OpenRegDeviceOpOverrides())
     overrides.install()
+    cpp_wrapper.install()
+    cpp_build_options.install()
 
 
 _AFTER_IMPORT = {

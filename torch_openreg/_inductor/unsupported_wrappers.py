@@ -1,24 +1,9 @@
-"""The wrappers openreg does not provide: Inductor's C++ wrapper
-(``torch._inductor.config.cpp_wrapper = True``, AOTInductor) and its FX
-wrapper (``fx_wrapper = True``). Both would call the kernels without host
-access. Inductor asks the device module for both, so each is a class that
-refuses with a message naming the device and the setting to change."""
-
-
-def _refuse(setting: str):
-    raise NotImplementedError(
-        f"torch.compile on the openreg device supports Inductor's Python wrapper only; "
-        f"set torch._inductor.config.{setting} = False (openreg's generated kernels must be called "
-        f"through host access, which only the Python wrapper does)"
-    )
-
-
-class OpenRegCppWrapperCodegen:
-    supports_caching = False
-
-    @staticmethod
-    def create(*args, **kwargs):
-        _refuse("cpp_wrapper")
+"""The wrapper openreg does not provide: Inductor's FX wrapper
+(``torch._inductor.config.fx_wrapper = True``), which would call the kernels
+without host access. Inductor asks the device module for it, so it is a
+class that refuses with a message naming the device and the setting to
+change. (The Python wrapper is ``wrapper.py``, the C++ wrapper and
+AOTInductor ``cpp_wrapper.py``.)"""
 
 
 class OpenRegWrapperFxCodegen:
@@ -26,4 +11,8 @@ class OpenRegWrapperFxCodegen:
 
     @staticmethod
     def create(*args, **kwargs):
-        _refuse("fx_wrapper")
+        raise NotImplementedError(
+            "torch.compile on the openreg device supports Inductor's Python and C++ wrappers; "
+            "set torch._inductor.config.fx_wrapper = False (openreg's generated kernels must be called "
+            "through host access, which the FX wrapper does not do)"
+        )
