@@ -59,3 +59,22 @@ def test_unknown_backend_is_a_usage_error(capsys):
         main(["compile", "--backend", "no_such_backend"])
     assert exit_info.value.code == 2
     assert "unknown torch.compile backend 'no_such_backend'" in capsys.readouterr().err
+
+
+@pytest.mark.long
+def test_aoti_mode_compiles_packages_for_both_devices(capsys):
+    """--aoti: each forward case exported, compiled into an AOTInductor package for the CPU and one for openreg,
+    loaded and run; no backward cases."""
+    code = main(["compile", "--aoti", "--ops", "^(add|softmax)$", "--dtypes", "float32", "--max-samples", "1", "-v"])
+    output = capsys.readouterr().out
+    assert code == 0, output
+    assert COUNTS.findall(output)[-1] == ("2", "0", "0"), output
+    assert "compile:softmax:forward:float32:0" in output and ":backward:" not in output
+    assert "2 pass compiled on the CPU, 2 of them on openreg too (100.00%)" in output
+
+
+def test_aoti_mode_and_a_backend_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", "--aoti", "--backend", "inductor"])
+    assert exit_info.value.code == 2
+    assert "--aoti compiles with AOTInductor: it takes no --backend" in capsys.readouterr().err

@@ -36,17 +36,41 @@ the model runs on (csrc/inductor/AotiConstants.cpp). The model library is
 loaded by openreg's runner (csrc/inductor/AotiModelRunner.cpp).
 """
 
+import functools
+
 import torch
 from torch._inductor.codegen import cpp_utils
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
+from torch._library import _out_variant
 
 _DEVICE = "openreg"
 _HEADER = "#include <torch_openreg/aoti/openreg.h>"
 _HOST_ACCESS = "host_access"
 
 
+def _no_out_variant_lowering_in_openreg_cpp_wrappers(lookup):
+    # Inductor lowers a functional custom operator that has an out= overload
+    # to an extern kernel calling that overload (ir.FallbackKernel.create),
+    # which a C++ wrapper calls as a C shim named after the operator,
+    # aoti_torch_<device>_<name>: a function nobody defines for a custom
+    # operator (the CPU's C++ wrapper fails to compile the same way). In
+    # openreg's C++ wrappers a custom operator stays a fallback kernel, called
+    # through the dispatcher: AOTInductor's proxy executor in a model,
+    # aoti_torch_call_dispatcher otherwise.
+    @functools.wraps(lookup)
+    def lookup_openreg(op):
+        if V.graph.cpp_wrapper and _DEVICE in V.graph.device_types:
+            return None
+        return lookup(op)
+
+    return lookup_openreg
+
+
+@functools.cache
 def install() -> None:
+    for name in ("to_out_variant", "lookup_manual_out_variant"):
+        setattr(_out_variant, name, _no_out_variant_lowering_in_openreg_cpp_wrappers(getattr(_out_variant, name)))
     # How the C++ wrapper names a device in C (`at::kPrivateUse1`, whose
     # lower-case name gives `aoti_torch_device_type_privateuse1()`), and the
     # c10::DeviceType number AOTInductor checks every input's device against

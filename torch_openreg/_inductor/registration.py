@@ -21,7 +21,10 @@ that needs it has been imported:
   modules the backend classes derive from are fully imported; earlier, in the
   middle of Inductor's own import chain, importing them could meet a partially
   initialized module. Without the op overrides Inductor fails with
-  ``KeyError: 'openreg'`` (``get_device_op_overrides``).
+  ``KeyError: 'openreg'`` (``get_device_op_overrides``);
+- AOTInductor packages: the device and operator checks of aoti_package.py
+  after ``torch._inductor.package``, where ``aoti_load_package`` finds its
+  loader.
 
 Only this module is imported with the package; it imports nothing of torch.
 """
@@ -63,14 +66,20 @@ def _copy_metadata_to_fake_tensors() -> None:
     fake_metadata.install()
 
 
+def _check_aoti_packages() -> None:
+    from . import aoti_package
+
+    aoti_package.install()
+
+
 def _register_with_inductor() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     from . import cpp_build_options, cpp_wrapper, overrides
     from .cache_key import OpenRegCodegenVersion
+    from .cpp_wrapper import OpenRegCppWrapperCodegen
     from .device_op_overrides import OpenRegDeviceOpOverrides
     from .scheduling import OpenRegScheduling
-    from .cpp_wrapper import OpenRegCppWrapperCodegen
     from .unsupported_wrappers import OpenRegWrapperFxCodegen
     from .wrapper import OpenRegPythonWrapperCodegen
 
@@ -94,6 +103,7 @@ _AFTER_IMPORT = {
     "torch._dynamo.device_interface": _register_with_dynamo,
     "torch._dynamo.trace_rules": _skip_in_dynamo,
     "torch._inductor.compile_fx": _register_with_inductor,
+    "torch._inductor.package": _check_aoti_packages,
 }
 
 

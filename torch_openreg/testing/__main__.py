@@ -50,8 +50,13 @@ def _parser():
     compiled.add_argument(
         "--backend",
         type=_compile_backend,
-        default=defaults.COMPILE_BACKEND,
         help=f"torch.compile backend for the device (default {defaults.COMPILE_BACKEND}; the CPU always uses inductor)",
+    )
+    compiled.add_argument(
+        "--aoti",
+        action="store_true",
+        help="compile ahead of time instead of with torch.compile (torch.export, then an AOTInductor package for the "
+        "CPU and one for the device), forward cases only",
     )
     suite_command("modules", "module_db modules against the CPU", "--modules", defaults.MODULE_DTYPES)
     suite_command("optim", "optim_db optimizers against the CPU", "--optimizers", defaults.OPTIMIZER_DTYPES)
@@ -122,11 +127,12 @@ def _jobs(args):
         return opinfo.list_jobs(args.filter, dtypes, max_samples, names)
     if args.command == "compile":
         compile_suite = _suite("compile")
+        backend = defaults.COMPILE_AOTI if args.aoti else args.backend or defaults.COMPILE_BACKEND
         if args.quick:
             return compile_suite.list_jobs(
-                args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS, args.backend
+                args.filter, quick.COMPILE_DTYPES, quick.COMPILE_MAX_SAMPLES, quick.COMPILE_OPS, backend
             )
-        return compile_suite.list_jobs(args.filter, args.dtypes, args.max_samples, backend=args.backend)
+        return compile_suite.list_jobs(args.filter, args.dtypes, args.max_samples, backend=backend)
     if args.command == "modules":
         modules = _suite("modules")
         if args.quick:
@@ -142,6 +148,8 @@ def main(argv=None):
         return _suite("external").run(args.path, args.keyword, args.shard, pytest_args, args.bypass_device_restrictions)
     if pytest_args:
         parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
+    if args.command == "compile" and args.aoti and args.backend is not None:
+        parser.error("--aoti compiles with AOTInductor: it takes no --backend")
     if args.command == "fuzz":
         return _fuzz(args)
     entries = expected.load(args.expected_failures)

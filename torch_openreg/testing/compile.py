@@ -17,6 +17,13 @@ ones before it (a crashed worker resumes at the next case).
   ``CPU_DIFFERS`` as its message and its (operator, dtype) pair is left out
   of the pass rate; if not, the case fails.
 
+With ``--aoti`` both compilations are ahead of time instead: each case's
+function is exported with the sample's arguments (``torch.export``),
+compiled into a package by AOTInductor (``aoti_compile_and_package``), once
+for the CPU and once for openreg, and the loaded packages run the sample; the
+rules above apply with "AOTInductor on the CPU" as the compiled CPU side.
+AOTInductor compiles inference graphs, so only forward cases run.
+
 Random operators run with ``torch._inductor.config.fallback_random`` (the
 eager generators, seeded alike), so they are compared like the others.
 
@@ -31,10 +38,13 @@ results compare exactly.
 """
 
 import functools
+import os
+import tempfile
 
 import torch
 import torch._inductor.config
 from torch.testing._comparison import default_tolerances
+from torch.utils import _pytree as pytree
 from torch.testing._internal.common_device_type import toleranceOverride
 from torch.testing._internal.opinfo.core import DecorateInfo
 
@@ -47,6 +57,7 @@ from .worker import describe
 DEFAULT_DTYPES = defaults.COMPILE_DTYPES
 INDUCTOR_FLOAT32_TOLERANCES = {"rtol": 1.3e-5, "atol": 1.5e-5}
 DEFAULT_BACKEND = defaults.COMPILE_BACKEND
+AOTI = defaults.COMPILE_AOTI
 CPU_DIFFERS = "compiled CPU differs from eager CPU (not counted; openreg agrees with compiled CPU)"
 
 
@@ -67,7 +78,7 @@ def iter_cases(job):
     for index, (_, parts) in enumerate(opinfo.sample_pairs(op, dtype, False, job["max_samples"])):
         forward = functools.partial(opinfo.call_sample, seed=index)
         yield "forward", index, functools.partial(_check, forward, op, parts, rule, backend)
-    if op.supports_autograd and dtype in opinfo.GRAD_DTYPES:
+    if op.supports_autograd and dtype in opinfo.GRAD_DTYPES and backend != AOTI:
         for index, (sample, parts) in enumerate(opinfo.sample_pairs(op, dtype, True, job["max_samples"])):
             backward = functools.partial(opinfo.gradients, sample=sample, seed=index)
             yield "backward", index, functools.partial(_check, backward, op, parts, rule, backend)
@@ -103,7 +114,7 @@ def _check(compute, op, parts, rule, backend):
         raise reference[1]
     device_parts = parts.on_device()
     with torch._inductor.config.patch(fallback_random=True):
-        on_cpu = outcome(lambda: compute(_compiled(op.op, DEFAULT_BACKEND), parts.cpu))
+        on_cpu = outcome(lambda: compute(_compiled(op.op, AOTI if backend == AOTI else DEFAULT_BACKEND), parts.cpu))
         on_device = outcome(lambda: compute(_compiled(op.op, backend), device_parts))
     devices = devices_in(device_parts) & {"cpu", DEVICE} or {"cpu"}
     cpu_mismatch = _mismatch(reference, on_cpu, ("eager CPU", "compiled CPU"), rule, "cpu")
@@ -120,7 +131,33 @@ def _check(compute, op, parts, rule, backend):
 
 def _compiled(fn, backend):
     torch._dynamo.reset()
+    if backend == AOTI:
+        return _ahead_of_time(fn)
     return torch.compile(fn, backend=backend)
+
+
+def _ahead_of_time(fn):
+    """``fn`` as a deployment runs it: exported with the call's arguments, compiled by AOTInductor into a package
+    for the arguments' device, loaded and run."""
+
+    class Call(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            return fn(*args, **kwargs)
+
+    def run(*args, **kwargs):
+        # A package's inputs are matched against the exported tree of arguments, in which a torch.Size (an
+        # output_size) was a tuple.
+        args, kwargs = pytree.tree_map(
+            lambda value: tuple(value) if isinstance(value, torch.Size) else value,
+            (args, kwargs),
+            is_leaf=lambda value: isinstance(value, torch.Size),
+        )
+        program = torch.export.export(Call(), args, kwargs)
+        with tempfile.TemporaryDirectory() as directory:
+            package = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(directory, "op.pt2"))
+            return torch._inductor.aoti_load_package(package)(*args, **kwargs)
+
+    return run
 
 
 def _mismatch(expected, actual, names, rule, device):
