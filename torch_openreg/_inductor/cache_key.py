@@ -10,7 +10,8 @@ pass registered with the backend (``register_backend_for_device``'s
 ``device_custom_pass``; FxGraphHashDetails.custom_backend_passes). This pass
 changes nothing in the graph (torch 2.13 does not run backend passes; a later
 torch that does runs a no-op): it exists for its uuid, the hash of the
-package's sources.
+package's sources: its Inductor modules and the C++ header the C++ wrapper
+includes (``include/``, with the generated C shim).
 """
 
 import functools
@@ -26,4 +27,6 @@ class OpenRegCodegenVersion(CustomGraphModulePass):
 
     @functools.cache
     def uuid(self) -> bytes:
-        return get_hash_for_files(tuple(sorted(str(p) for p in pathlib.Path(__file__).parent.glob("*.py"))))
+        package = pathlib.Path(__file__).parent.parent
+        sources = [*package.glob("_inductor/*.py"), *package.glob("include/**/*.h")]
+        return get_hash_for_files(tuple(sorted(str(p) for p in sources)))

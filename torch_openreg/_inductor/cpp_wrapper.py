@@ -46,6 +46,18 @@ from torch._library import _out_variant
 
 _DEVICE = "openreg"
 _HEADER = "#include <torch_openreg/aoti/openreg.h>"
+
+
+@functools.cache
+def _header_lines() -> str:
+    # The include, and the headers' hash in a comment: Inductor's code cache
+    # keys a compiled wrapper on its source text, so a wrapper compiled
+    # against other headers (another torch_openreg) is never reused.
+    from .cache_key import OpenRegCodegenVersion
+
+    return f"{_HEADER}  // torch_openreg {OpenRegCodegenVersion().uuid().hex()[:16]}"
+
+
 _HOST_ACCESS = "host_access"
 
 
@@ -95,13 +107,13 @@ class OpenRegCppWrapperCodegen(CppWrapperCpu):
     def get_device_include_path_jit(device: str) -> str:
         if device != _DEVICE:
             return CppWrapperCpu.get_device_include_path_jit(device)
-        return CppWrapperCpu.get_device_include_path_jit("cpu") + "\n" + _HEADER
+        return CppWrapperCpu.get_device_include_path_jit("cpu") + "\n" + _header_lines()
 
     @staticmethod
     def get_device_include_path_aot(device: str) -> str:
         if device != _DEVICE:
             return CppWrapperCpu.get_device_include_path_aot(device)
-        return CppWrapperCpu.get_device_include_path_aot("cpu") + "\n" + _HEADER
+        return CppWrapperCpu.get_device_include_path_aot("cpu") + "\n" + _header_lines()
 
     def _generate_kernel_call_helper(
         self, kernel_name, call_args, *, device=None, triton=True, arg_types=None, **kwargs
