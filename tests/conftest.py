@@ -94,6 +94,16 @@ def assert_same(actual, expected, check_stride=True, device_type=DEVICE):
     assert torch.equal(host, expected), f"\nactual:\n{host}\nexpected:\n{expected}"
 
 
+def assert_all_same(actual, expected):
+    """``assert_same`` through (nested) tuples and lists of results."""
+    if isinstance(expected, torch.Tensor):
+        assert_same(actual, expected)
+        return
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert_all_same(a, e)
+
+
 def assert_close(actual, expected, **kwargs):
     """Like ``assert_same`` but within torch.testing tolerances."""
     assert actual.device.type == DEVICE, actual.device
@@ -159,6 +169,17 @@ def check_ok(proc):
     """Asserts the child exited 0 and returns its stdout."""
     assert proc.returncode == 0, f"rc={proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    """The module's compilations go to an Inductor cache directory of their own (``TORCHINDUCTOR_CACHE_DIR``), so no
+    test depends on what other processes cached; Dynamo is reset after the module."""
+    directory = tmp_path_factory.mktemp("inductor_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(directory))
+        yield directory
+    torch._dynamo.reset()
 
 
 @pytest.fixture

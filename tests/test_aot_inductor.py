@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DEVICE, assert_same, check_ok, make_cpu, run_python
+from conftest import DEVICE, assert_all_same, assert_same, check_ok, make_cpu, run_python
 from torch import nn
 from torch._inductor.utils import run_and_get_code
 
@@ -32,28 +32,13 @@ F = nn.functional
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "export_and_aoti.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inductor_cache(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("inductor_cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(directory))
-        yield directory
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("inductor_cache")
 
 
 def compiled(fn, *args, cpp_wrapper):
     torch._dynamo.reset()
     with torch._inductor.config.patch(cpp_wrapper=cpp_wrapper):
         return run_and_get_code(torch.compile(fn), *args)
-
-
-def assert_all_same(actual, expected):
-    if isinstance(expected, torch.Tensor):
-        assert_same(actual, expected)
-        return
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert_all_same(a, e)
 
 
 def pointwise_and_matmul(x, w, b):

@@ -19,16 +19,10 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from conftest import DEVICE, assert_same, check_ok, make_cpu, parse_key_values, run_python
+from conftest import DEVICE, assert_all_same, assert_same, check_ok, make_cpu, parse_key_values, run_python
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inductor_cache(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("inductor_cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(directory))
-        yield directory
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("inductor_cache")
 
 
 def to_device(value):
@@ -43,15 +37,6 @@ def compile_on_both(fn, *cpu_args, **compile_kwargs):
     expected = torch.compile(fn, **compile_kwargs)(*cpu_args)
     actual, code = run_and_get_code(torch.compile(fn, **compile_kwargs), *map(to_device, cpu_args))
     return actual, expected, code
-
-
-def assert_all_same(actual, expected):
-    if isinstance(expected, torch.Tensor):
-        assert_same(actual, expected)
-        return
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert_all_same(a, e)
 
 
 @pytest.mark.long
