@@ -84,10 +84,12 @@ def install() -> None:
     for name in ("to_out_variant", "lookup_manual_out_variant"):
         setattr(_out_variant, name, _no_out_variant_lowering_in_openreg_cpp_wrappers(getattr(_out_variant, name)))
     # How the C++ wrapper names a device in C (`at::kPrivateUse1`, whose
-    # lower-case name gives `aoti_torch_device_type_privateuse1()`), and the
-    # c10::DeviceType number AOTInductor checks every input's device against
-    # (a package compiled for openreg refuses CPU inputs, and the reverse).
-    cpp_utils.DEVICE_TO_ATEN[_DEVICE] = "at::kPrivateUse1"
+    # lower-case name gives `aoti_torch_device_type_privateuse1()`): torch 2.13
+    # and 2.14 read this table, 2.15 asks the device op overrides
+    # (aten_device_type). And the c10::DeviceType number AOTInductor checks
+    # every input's device against under AOTI_RUNTIME_CHECK_INPUTS=1.
+    if hasattr(cpp_utils, "DEVICE_TO_ATEN"):
+        cpp_utils.DEVICE_TO_ATEN[_DEVICE] = "at::kPrivateUse1"
     cpp_utils.DEVICE_TO_INT[_DEVICE] = 20  # c10::DeviceType::PrivateUse1
 
 

@@ -44,3 +44,8 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
     def cpp_kernel_type(self) -> str:
         # How an AOTInductor model declares its kernels: host functions.
         return "void *"
+
+    def aten_device_type(self) -> str:
+        # How a C++ wrapper names the device in C (torch 2.15 asks here; 2.13
+        # and 2.14 read cpp_utils.DEVICE_TO_ATEN, filled by cpp_wrapper.py).
+        return "at::kPrivateUse1"
