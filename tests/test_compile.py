@@ -640,13 +640,20 @@ def test_backend_named_after_the_device_is_inductor():
         torch.compile(fn, backend="openreg", options={"no_such": 1})(x.to(DEVICE), w.to(DEVICE))
 
 
-def test_fx_wrapper_fails_with_inductor_error_naming_the_device():
+@pytest.mark.slow
+def test_fx_wrapper_fails_naming_the_device_as_it_fails_on_the_cpu():
+    """openreg refuses the FX wrapper because Inductor's FX wrapper converts Triton kernels only, and openreg's are
+    the CPU's C++ kernels: the CPU fails the same setting."""
     setting = "fx_wrapper"
     with torch._inductor.config.patch({setting: True}):
         with pytest.raises(Exception) as info:
             torch.compile(lambda x: x + 1)(torch.ones(2, device=DEVICE))
-    assert "openreg" in str(info.value) and setting in str(info.value)
-    assert not isinstance(info.value, KeyError)
+        assert "openreg" in str(info.value) and setting in str(info.value)
+        assert not isinstance(info.value, KeyError)
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="FX conversion only supports Triton kernels"):
+            torch.compile(lambda x: x + 1)(torch.ones(2))
+    torch._dynamo.reset()
 
 
 CACHED_FUNCTION = """
