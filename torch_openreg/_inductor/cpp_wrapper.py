@@ -1,7 +1,7 @@
 """Inductor's C++ wrapper for openreg (``torch._inductor.config.cpp_wrapper =
 True``, and AOTInductor, which writes the same wrapper into a model library).
 
-It is the CPU's C++ wrapper (``CppWrapperCpu``) with three differences:
+It is the CPU's C++ wrapper (``CppWrapperCpu``), with these differences:
 
 - a generated kernel dereferences the pointers it gets, and an openreg
   tensor's data pointer is a device address, so every call of a C++ kernel on
@@ -46,6 +46,7 @@ from torch._library import _out_variant
 
 _DEVICE = "openreg"
 _HEADER = "#include <torch_openreg/aoti/openreg.h>"
+_HOST_ACCESS = "host_access"
 
 
 @functools.cache
@@ -56,9 +57,6 @@ def _header_lines() -> str:
     from .cache_key import OpenRegCodegenVersion
 
     return f"{_HEADER}  // torch_openreg {OpenRegCodegenVersion().uuid().hex()[:16]}"
-
-
-_HOST_ACCESS = "host_access"
 
 
 def _no_out_variant_lowering_in_openreg_cpp_wrappers(lookup):

@@ -5,7 +5,7 @@
 // Like the rest of AOTInductor's runtime headers, it uses the C shim only
 // (torch/csrc/inductor/aoti_torch/c/shim.h): the compiled model does not
 // depend on torch's C++ ABI. The functions are defined in torch_openreg's
-// backend library (csrc/inductor/AotiHostAccess.cpp, and the generated
+// backend library (csrc/inductor/Aoti*.cpp, and the generated
 // c_shim_openreg.cpp), which the model links.
 #pragma once
 
@@ -21,8 +21,7 @@
 extern "C" {
 #endif
 
-struct OpenRegHostAccessOpaque;
-using OpenRegHostAccessHandle = OpenRegHostAccessOpaque*;
+typedef struct OpenRegHostAccessOpaque* OpenRegHostAccessHandle;
 
 // Opens the runtime's scoped host access to the memory of `tensors` for a
 // generated kernel, in the order of the device's current stream (the work
@@ -45,10 +44,8 @@ aoti_torch_openreg_device_constant(AtenTensorHandle host_constant, AtenTensorHan
 // OpenRegGuard and OpenRegStreamGuard). `stream` is a runtime stream handle
 // (orStream_t; null: the device's default stream), as AOTInductor's run()
 // receives it.
-struct OpenRegDeviceGuardOpaque;
-using OpenRegDeviceGuardHandle = OpenRegDeviceGuardOpaque*;
-struct OpenRegStreamGuardOpaque;
-using OpenRegStreamGuardHandle = OpenRegStreamGuardOpaque*;
+typedef struct OpenRegDeviceGuardOpaque* OpenRegDeviceGuardHandle;
+typedef struct OpenRegStreamGuardOpaque* OpenRegStreamGuardHandle;
 AOTI_TORCH_EXPORT AOTITorchError
 aoti_torch_openreg_create_device_guard(int32_t device_index, OpenRegDeviceGuardHandle* guard);
 AOTI_TORCH_EXPORT AOTITorchError
