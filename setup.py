@@ -226,7 +226,11 @@ setup(
             include_dirs=[os.path.join(ROOT, "third_party/openreg/include"), os.path.join(ROOT, "csrc")],
             libraries=["openreg"],
             extra_compile_args=[*OPTIMIZATION, *WARNINGS],
-            extra_link_args=["-Wl,-rpath,$ORIGIN"],
+            # The soname (its own file name): a C++ wrapper or AOTInductor model
+            # linked against _C (torch_openreg/_inductor/cpp_build_options.py)
+            # then binds to the _C already loaded by name, wherever it is
+            # installed, instead of searching the run path it was linked with.
+            extra_link_args=["-Wl,-rpath,$ORIGIN", "-Wl,-soname,_C" + sysconfig.get_config_var("EXT_SUFFIX")],
         ),
         CppExtension(
             name=EXTRA_OPS,
