@@ -15,13 +15,11 @@ Everything is compiled against the torch installed in the environment
 (tools/environment_torch.py), into build/torch-<version>/.
 """
 
-import contextlib
 import glob
 import os
 import re
 import sys
 import sysconfig
-import threading
 
 import yaml
 from setuptools import Extension, setup
@@ -36,6 +34,7 @@ import environment_torch  # noqa: E402
 torch = environment_torch.import_environment_torch()
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
+import build_progress  # noqa: E402
 import gen_aoti_c_shim  # noqa: E402
 import gen_custom_ops  # noqa: E402
 from torchgen import gen_backend_stubs  # noqa: E402
@@ -55,37 +54,6 @@ debug = os.environ.get("OPENREG_DEBUG_BUILD", "0") == "1"
 # (debug information would make _C.so 108 MB instead of a few).
 OPTIMIZATION = ["-O0", "-g"] if debug else ["-O2", "-g0"]
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
-
-
-@contextlib.contextmanager
-def one_line_per_compiled_file():
-    """BuildExtension runs ninja verbosely: every compile command in full, a few
-    kilobytes a file. Inside this, standard output shows the step and the source
-    file instead ("[12/77] compiling csrc/aten/Copy.cpp"), so that `pip install -v` shows
-    the build's progress in lines a person reads."""
-    sys.stdout.flush()
-    read_end, write_end = os.pipe()
-    saved_stdout = os.dup(1)
-    os.dup2(write_end, 1)
-    os.close(write_end)
-
-    def forward():
-        compile_step = re.compile(r"^(\[\d+/\d+\]) .* -c (\S+) -o ")
-        with open(read_end, errors="replace") as lines, open(os.dup(saved_stdout), "w") as out:
-            for line in lines:
-                step = compile_step.match(line)
-                out.write(f"{step[1]} compiling {os.path.relpath(step[2], ROOT)}\n" if step else line)
-                out.flush()
-
-    forwarder = threading.Thread(target=forward)
-    forwarder.start()
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_stdout, 1)  # closes the pipe's last write end: the forwarder ends
-        os.close(saved_stdout)
-        forwarder.join()
 
 
 def sources(pattern):
@@ -110,7 +78,7 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
         self.add_generated_registrations()
         self.add_generated_aten_registrations()
         self.add_generated_aoti_c_shim()
-        with one_line_per_compiled_file():
+        with build_progress.one_line_per_step(ROOT):
             super().build_extensions()
 
     def run(self):

@@ -233,13 +233,47 @@ def test_the_build_refuses_an_environment_without_torch_naming_the_install_comma
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in message
 
 
-def test_the_build_refuses_an_unsupported_torch_naming_both(tmp_path):
+# The newest supported release, from the index of the installed build (its local label), or PyPI's without one.
+NEWEST_OF_THE_SAME_BUILD = {
+    "2.12.0+cpu": 'pip install "torch==2.15.*" --index-url https://download.pytorch.org/whl/cpu',
+    "2.16.0+cu130": 'pip install "torch==2.15.*" --index-url https://download.pytorch.org/whl/cu130',
+    "2.16.0": 'pip install "torch==2.15.*"',
+}
+
+
+@pytest.mark.parametrize("version", NEWEST_OF_THE_SAME_BUILD)
+def test_the_build_refuses_an_unsupported_torch_naming_both_and_the_newest_of_its_build(tmp_path, version):
     (tmp_path / "fake" / "torch").mkdir(parents=True)
-    (tmp_path / "fake" / "torch" / "__init__.py").write_text("__version__ = '2.12.0+cpu'\n")
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text(f"__version__ = {version!r}\n")
     status, message = environment_torch_refusal(tmp_path, "", pythonpath=str(tmp_path / "fake"))
     assert status == 1
-    assert message.startswith("error: torch_openreg cannot be built against the installed torch 2.12.0+cpu")
+    assert message.startswith(f"error: torch_openreg cannot be built against the installed torch {version} (")
     assert "it supports torch 2.13, 2.14, 2.15" in message
+    assert message.endswith(f": {NEWEST_OF_THE_SAME_BUILD[version]}")
+
+
+def test_a_build_under_another_supported_torch_says_rebuild():
+    from torch_openreg._build_check import build_mismatch
+
+    # A later patch release of the running torch: another version, a supported release.
+    message = build_mismatch(".".join(RUNNING_TORCH.split(".")[:2] + ["99"]))
+    assert "Rebuild it: `pip install .` in the torch_openreg source checkout" in message
+    assert "cannot help" not in message
+
+
+@pytest.mark.parametrize("version", ["2.16.0+cu130", "2.12.0+cpu"])
+def test_a_build_under_an_unsupported_torch_says_install_a_supported_one(version):
+    # Rebuilding against that torch would be refused too.
+    from torch_openreg._build_check import build_mismatch
+
+    message = build_mismatch(version)
+    assert message.startswith(
+        f"torch_openreg was compiled against torch {RUNNING_TORCH}, but torch {version} is installed"
+    )
+    assert "Rebuild it" not in message
+    assert f"does not support torch {version[:4]} (it supports 2.13, 2.14, 2.15), so rebuilding cannot help" in message
+    assert f"install a supported torch, torch {RUNNING_TORCH}, which this build runs with, or the newest" in message
+    assert f"({NEWEST_OF_THE_SAME_BUILD[version]}) and then rebuild: `pip install .`" in message
 
 
 @pytest.mark.slow
@@ -267,10 +301,11 @@ def test_pip_install_without_a_supported_torch_refuses_before_compiling(tmp_path
     assert "cannot be built against the installed torch 2.16.0" in output
     for result in (no_torch, unsupported):
         assert "compiling" not in result.stdout + result.stderr
-        assert (
-            "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-            in result.stdout + result.stderr
-        )
+    assert (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+        in no_torch.stdout + no_torch.stderr
+    )
+    assert NEWEST_OF_THE_SAME_BUILD["2.16.0"] in output
 
 
 def test_shipped_libraries_carry_no_debug_information():
@@ -280,3 +315,44 @@ def test_shipped_libraries_carry_no_debug_information():
     for library in libraries:
         sections = subprocess.run(["readelf", "-S", "-W", library], capture_output=True, text=True, check=True)
         assert ".debug_info" not in sections.stdout, library
+
+
+# --------------------------------------------------------------------------
+# What the build installs, and what it prints
+# --------------------------------------------------------------------------
+
+
+def test_the_package_configuration_lists_every_directory_that_ships_files():
+    # setuptools takes every directory for a package: one missing from `packages` warns on every build, and its
+    # files ship only through another package's data.
+    import tomllib
+
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        packages = tomllib.load(f)["tool"]["setuptools"]["packages"]
+    shipping = []
+    for directory, subdirectories, files in os.walk(SOURCE_PACKAGE):
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+        if files:
+            shipping.append(os.path.relpath(directory, REPO_ROOT).replace(os.sep, "."))
+    assert sorted(packages) == sorted(shipping)
+
+
+def test_the_build_prints_a_line_per_compiled_file_and_per_linked_library():
+    sys.path.insert(0, TOOLS)
+    try:
+        import build_progress
+    finally:
+        sys.path.remove(TOOLS)
+    root = "/src/torch_openreg"
+    compile_command = (
+        f"[12/85] c++ -MMD -MF {root}/build/Copy.o.d -isystem /torch/include -O2 -c {root}/csrc/aten/Copy.cpp "
+        f"-o {root}/build/Copy.o -DTORCH_EXTENSION_NAME=_C\n"
+    )
+    objects = " ".join(f"{root}/build/temp/csrc/aten/File{i}.o" for i in range(200))
+    library = f"{root}/build/lib/torch_openreg/_C.cpython-311-x86_64-linux-gnu.so"
+    link_command = f"g++ -pthread -shared -Wl,-O1 {objects} -L/torch/lib -lc10 -o {library} -Wl,-rpath,$ORIGIN\n"
+    assert build_progress.progress_line(compile_command, root) == "[12/85] compiling csrc/aten/Copy.cpp\n"
+    assert build_progress.progress_line(link_command, root) == (
+        "linking build/lib/torch_openreg/_C.cpython-311-x86_64-linux-gnu.so\n"
+    )
+    assert build_progress.progress_line("running build_ext\n", root) == "running build_ext\n"

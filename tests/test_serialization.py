@@ -3,7 +3,9 @@ state dicts: devices and map_location in every form, aliasing of views,
 weights_only loading, and backend metadata. Values are checked against the
 CPU tensors they came from."""
 
+import copy
 import io
+import pickle
 import warnings
 
 import pytest
@@ -349,6 +351,22 @@ def test_backend_metadata_round_trips_through_pytorchs_interface():
     cpu = torch.ones(2)
     torch._utils.set_tensor_metadata(cpu, {"format_number": True})
     assert torch._utils.get_tensor_metadata(cpu) == {}
+
+
+def test_backend_metadata_is_pickled_but_not_deep_copied():
+    """pickle keeps the entries (__reduce_ex__, as torch.save); copy.deepcopy, of a tensor or of a module, starts
+    without them: torch's Tensor.__deepcopy__ copies the storage into a new tensor, for every backend."""
+    t = make_cpu(6, seed=21).to(DEVICE)
+    torch._utils.set_tensor_metadata(t, {"format_number": True})
+    pickled = pickle.loads(pickle.dumps(t))
+    assert torch._utils.get_tensor_metadata(pickled) == {"format_number": True}
+    assert_same(pickled, make_cpu(6, seed=21))
+    copied = copy.deepcopy(t)
+    assert torch._utils.get_tensor_metadata(copied) == {}
+    assert_same(copied, make_cpu(6, seed=21))
+    module = torch.nn.Linear(2, 2, device=DEVICE)
+    torch._utils.set_tensor_metadata(module.weight, {"packed": True})
+    assert torch._utils.get_tensor_metadata(copy.deepcopy(module).weight) == {}
 
 
 def test_backend_metadata_survives_save_load():

@@ -10,18 +10,24 @@ which pip's isolation hides, and refuses a torch it does not support (or no
 torch at all) before compiling anything, saying what to do.
 """
 
+import importlib.util
 import os
 import site
 import sys
 
-SUPPORTED_RELEASES = ("2.13", "2.14", "2.15")
-# What README gives a machine without torch: the CPU build of the default release.
-CPU_TORCH_INSTALL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+
+def _load_torch_releases():
+    # The package's list, read from its file: importing torch_openreg would import torch.
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_openreg", "_torch_releases.py"
+    )
+    spec = importlib.util.spec_from_file_location("_torch_releases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def release_of(version):
-    """'2.14' for '2.14.1' and '2.14.1+cpu'."""
-    return ".".join(version.split("+")[0].split(".")[:2])
+torch_releases = _load_torch_releases()
 
 
 def _environment_site_packages():
@@ -43,14 +49,15 @@ def import_environment_torch():
         except ModuleNotFoundError:
             sys.exit(
                 "error: torch_openreg is compiled against the torch installed in this environment, and there is "
-                f"none ({sys.executable}). Install a supported release ({', '.join(SUPPORTED_RELEASES)}) first; "
-                f"the CPU build of 2.13: {CPU_TORCH_INSTALL}"
+                f"none ({sys.executable}). Install a supported release "
+                f"({', '.join(torch_releases.SUPPORTED_RELEASES)}) first; the CPU build of 2.13: "
+                f"{torch_releases.CPU_TORCH_INSTALL}"
             )
-    release = release_of(torch.__version__)
-    if release not in SUPPORTED_RELEASES:
+    if not torch_releases.is_supported(torch.__version__):
         sys.exit(
             f"error: torch_openreg cannot be built against the installed torch {torch.__version__} "
-            f"({os.path.dirname(torch.__file__)}): it supports torch {', '.join(SUPPORTED_RELEASES)}. Install one of "
-            f"them, for example the CPU build of 2.13: {CPU_TORCH_INSTALL}"
+            f"({os.path.dirname(torch.__file__)}): it supports torch {', '.join(torch_releases.SUPPORTED_RELEASES)}. "
+            "Install one of them first; the newest, in the same build as the installed one: "
+            f"{torch_releases.install_newest_command(torch.__version__)}"
         )
     return torch

@@ -90,6 +90,9 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from . import _dlpack_device
+
+    _dlpack_device.install()
     from .ops import extra_ops_path  # noqa: F401  (also registers the custom operators)
     from . import _multiprocessing_reductions
 
