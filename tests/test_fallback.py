@@ -299,10 +299,13 @@ def test_matmul_family(dtype):
     assert_same(torch.mm(dev(a)[:, :0], dev(b)[:0]), torch.mm(a[:, :0], b[:0]))
 
 
-def test_matmul_integer():
+def test_matmul_integer_as_cuda_or_with_the_cpu_contract():
     a = make_cpu((3, 5), torch.int64, seed=1)
     b = make_cpu((5, 2), torch.int64, seed=2)
-    assert_same(dev(a) @ dev(b), a @ b)
+    with pytest.raises(NotImplementedError, match="addmm_cuda"):
+        dev(a) @ dev(b)  # CUDA has no integer matrix product
+    with torch.openreg.cuda_contract.enabled(False):
+        assert_same(dev(a) @ dev(b), a @ b)
 
 
 def test_linalg_decompositions():

@@ -29,6 +29,7 @@ INVALID = [
     ("OPENREG_FALLBACK_WARN", "yes"),
     ("OPENREG_FALLBACK_OPS", "add.Tensor,no_such_op"),
     ("OPENREG_SANITIZER", "on"),
+    ("OPENREG_CUDA_CONTRACT", "cpu"),
 ]
 
 

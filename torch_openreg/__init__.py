@@ -72,6 +72,12 @@ def _register_submodules(package) -> None:
             sys.modules[f"torch.{_BACKEND}.{name[len(prefix) :]}"] = module
 
 
+def _register_opinfo_dtypes() -> None:
+    from .testing import cuda_dtypes
+
+    cuda_dtypes.register()
+
+
 def _register_with_lightning() -> None:
     """Lightning's accelerator "openreg" (see _lightning.py), once lightning.pytorch is imported."""
     from . import _lightning
@@ -118,3 +124,5 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
     from ._after_import import after_import
 
     after_import("lightning.pytorch", _register_with_lightning)
+    # OpInfo's dtypes for openreg: the CPU's, less those refused as CUDA refuses them.
+    after_import("torch.testing._internal.common_methods_invocations", _register_opinfo_dtypes)

@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "aten/CpuAliases.h"
+#include "aten/CudaContract.h"
 #include "aten/DeviceCall.h"
 #include "aten/CpuAllocationsOnDevice.h"
 
@@ -20,6 +21,14 @@ at::Tensor convolution_overrideable(
     int64_t groups) {
   const at::Tensor bias_tensor = bias.value_or(at::Tensor());
   const DeviceCall call("aten::convolution_overrideable", input, weight, bias_tensor);
+  // A kernel of its own rather than the fallback, so it applies its CUDA
+  // contract rule itself (integer convolutions, which CUDA refuses).
+  static const CudaContractRule* const rule = cuda_contract_rule("aten::convolution_overrideable");
+  if (rule != nullptr) {
+    check_cuda_contract(
+        *rule, {input, weight, bias, stride, padding, dilation, transposed, output_padding, groups},
+        /*arguments_begin=*/0);
+  }
   CpuAliases views(call);
   // The output, and oneDNN's buffers with it, in device memory: no copy of
   // the output afterwards.

@@ -14,6 +14,7 @@
 #include "runtime/OpenRegHostAllocator.h"
 #include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
+#include "runtime/OpenRegCaptureRules.h"
 #include "runtime/OpenRegSyncDebug.h"
 
 namespace at::openreg {
@@ -83,6 +84,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     // A ZeroTensor (autograd's efficient zero gradients) has no memory.
     dst.zero_();
     return dst;
+  }
+  if (c10::openreg::any_capture_active() && self.is_cpu() != dst.is_cpu()) {
+    const at::Tensor& host = self.is_cpu() ? self : dst;
+    c10::openreg::check_capture_allows_host_copy(
+        (self.is_cpu() ? dst : self).device().index(), is_pinned(host), non_blocking);
   }
   if (dst.is_cpu() && c10::openreg::sync_debug_enabled() && !(non_blocking && can_copy_async(self, dst))) {
     c10::openreg::warn_or_error_on_sync("a copy from openreg to the CPU");

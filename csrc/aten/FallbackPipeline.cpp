@@ -6,13 +6,14 @@
 #include <ATen/native/CPUFallback.h>
 
 #include "aten/CpuAliases.h"
+#include "aten/CudaContract.h"
 #include "aten/DeviceCall.h"
 #include "aten/FallbackControls.h"
 #include "aten/CpuAllocationsOnDevice.h"
 #include "aten/IValueTensors.h"
 #include "aten/OperatorPolicy.h"
 #include "runtime/OpenRegGenerator.h"
-#include "runtime/OpenRegSyncDebug.h"
+#include "runtime/OpenRegSynchronizingCall.h"
 #include "runtime/Options.h"
 
 namespace at::openreg {
@@ -60,6 +61,17 @@ c10::Device check_devices(const OperatorPolicy& policy, const torch::jit::Stack&
   return check.device();
 }
 
+// Advanced indexing with a boolean mask on the device: CUDA turns the mask
+// into indices (nonzero), which waits for the device.
+bool indexes_with_device_mask(const OperatorPolicy& policy, const torch::jit::Stack& stack, size_t arguments_begin) {
+  bool mask = false;
+  for_each_tensor(stack[arguments_begin + policy.cpu_indices_argument], [&](const at::Tensor& t) {
+    mask =
+        mask || (t.defined() && t.is_privateuseone() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte));
+  });
+  return mask;
+}
+
 // An argument's host counterpart; `written` as in CpuAliases::alias.
 at::Tensor host_argument(CpuAliases& views, const at::Tensor& t, bool written) {
   at::Tensor host = views.alias(t, written);
@@ -83,7 +95,7 @@ void run_on_host(
   const OperatorPolicy& policy = policy_for(op);
   check_fallback_enabled(policy);
   if (policy.synchronizes) {
-    c10::openreg::warn_or_error_on_sync(policy.name.c_str());
+    c10::openreg::on_synchronizing_call(policy.name.c_str());
   }
   // Only other layouts get here: c10d registers its kernels for dense
   // PrivateUse1 tensors, which the orccl backend serves (as NCCL serves dense
@@ -97,6 +109,12 @@ void run_on_host(
   const size_t num_arguments = policy.written_arguments.size();
   const size_t arguments_begin = stack->size() - num_arguments;
   const DeviceCall call(policy.name, check_devices(policy, *stack, arguments_begin));
+  if (policy.cpu_indices_argument >= 0 && indexes_with_device_mask(policy, *stack, arguments_begin)) {
+    c10::openreg::on_synchronizing_call(policy.name.c_str());
+  }
+  if (policy.cuda_contract != nullptr) {
+    check_cuda_contract(*policy.cuda_contract, *stack, arguments_begin);
+  }
 
   // Random operators draw from the device's generator, never the CPU's.
   if (policy.generator_argument >= 0) {

@@ -4,10 +4,13 @@
 // over the same storage, so they alias by construction.
 #include <cstring>
 
+#include <ATen/Context.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
@@ -19,7 +22,7 @@
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegStorage.h"
 #include "runtime/OpenRegStream.h"
-#include "runtime/OpenRegSyncDebug.h"
+#include "runtime/OpenRegSynchronizingCall.h"
 
 namespace at::openreg {
 namespace {
@@ -36,6 +39,14 @@ void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool
       "which already lives in device memory");
 }
 
+// torch.utils.deterministic.fill_uninitialized_memory: under deterministic
+// mode, CPU and CUDA fill fresh memory with NaN (integers: their maximum), so
+// a read before the first write gives the same, recognisable values each run.
+bool fills_uninitialized_memory() {
+  return C10_UNLIKELY(
+      at::globalContext().deterministicAlgorithms() && at::globalContext().deterministicFillUninitializedMemory());
+}
+
 at::Tensor empty_memory_format(
     c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
     std::optional<c10::Device> device, std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
@@ -43,8 +54,12 @@ at::Tensor empty_memory_format(
   // Out-of-tree kernels get no generated device guard: allocate on the
   // requested device ourselves (an index-less device means the current one).
   c10::openreg::OptionalOpenRegGuard guard(device);
-  return at::detail::empty_generic(
+  at::Tensor result = at::detail::empty_generic(
       size, c10::openreg::getDeviceAllocator(), kDeviceKeys, c10::dtype_or_default(dtype), memory_format);
+  if (fills_uninitialized_memory()) {
+    at::native::fill_empty_deterministic_(result);
+  }
+  return result;
 }
 
 at::Tensor empty_strided(
@@ -52,8 +67,12 @@ at::Tensor empty_strided(
     std::optional<c10::Layout> layout, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
   c10::openreg::OptionalOpenRegGuard guard(device);
-  return at::detail::empty_strided_generic(
+  at::Tensor result = at::detail::empty_strided_generic(
       size, stride, c10::openreg::getDeviceAllocator(), kDeviceKeys, c10::dtype_or_default(dtype));
+  if (fills_uninitialized_memory()) {
+    at::native::fill_empty_deterministic_(result);
+  }
+  return result;
 }
 
 // Sets sizes (and strides, if given) and grows the storage to fit.
@@ -88,7 +107,11 @@ void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntAr
 const at::Tensor& OpenRegNativeFunctions::resize_(
     const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  const int64_t old_storage_nbytes = impl->unsafe_storage() ? static_cast<int64_t>(impl->unsafe_storage().nbytes()) : 0;
   resize_impl(impl, size, std::nullopt);
+  if (fills_uninitialized_memory()) {
+    at::native::fill_resize_deterministic_(self, old_storage_nbytes);
+  }
   if (memory_format) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     impl->empty_tensor_restride(*memory_format);
@@ -140,7 +163,7 @@ at::Scalar OpenRegNativeFunctions::_local_scalar_dense(const at::Tensor& self) {
       self.numel() > 0, "aten::_local_scalar_dense: a tensor with 0 elements on ", self.device(),
       " has no value to read");
   c10::openreg::check_tensor_in_storage(self, "aten::_local_scalar_dense");
-  c10::openreg::warn_or_error_on_sync("aten::_local_scalar_dense (item())");
+  c10::openreg::on_synchronizing_call("aten::_local_scalar_dense (item())");
   // No device guard: the stream names its device, and so does the pointer.
   c10::openreg::wait_for_stream(c10::openreg::getCurrentOpenRegStream(self.device().index()));
   alignas(16) unsigned char bytes[16];

@@ -5,6 +5,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "aten/CudaContract.h"
 #include "aten/FallbackControls.h"
 
 namespace at::openreg {
@@ -44,6 +45,7 @@ OperatorPolicy make_policy(const c10::OperatorHandle& op) {
     policy.name += "." + schema.overload_name();
   }
   policy.counter = counter_for(policy.name);
+  policy.cuda_contract = cuda_contract_rule(op);
   // "Computed": an entry may also come from a composite registration.
   for (const c10::DispatchKey key :
        {c10::DispatchKey::CPU, c10::DispatchKey::SparseCPU, c10::DispatchKey::SparseCsrCPU,

@@ -12,6 +12,7 @@ class OperatorHandle;
 namespace at::openreg {
 
 struct FallbackCounter;
+struct CudaContractRule;
 
 // What running an operator on the host needs to know about it, worked out
 // once per operator from its schema and dispatch table, for every layout
@@ -47,6 +48,9 @@ struct OperatorPolicy {
   // caches), so on dense tensors the fallback lets it allocate them in device
   // memory (CpuAllocationsOnDevice.h).
   bool allocates_only_results = false;
+  // Where CUDA's kernel refuses a dtype, does not exist or alerts under
+  // deterministic mode (CudaContract.h); nullptr for most operators.
+  const CudaContractRule* cuda_contract = nullptr;
 };
 
 // The policy of `op`, cached per thread (lookups take no lock).

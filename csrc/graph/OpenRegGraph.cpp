@@ -32,7 +32,7 @@ class OpenRegGraph final : public at::GraphImplInterface {
  public:
   explicit OpenRegGraph(const at::GraphImplArgs& /*args*/) {}
 
-  void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode /*mode*/) override {
+  void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) override {
     TORCH_CHECK(!capture_, "This openreg graph is already capturing");
     TORCH_CHECK(calls_.empty(), "This openreg graph already holds a capture; call reset() first");
     const OpenRegStream stream = getCurrentOpenRegStream();
@@ -43,14 +43,15 @@ class OpenRegGraph final : public at::GraphImplInterface {
     stream.synchronize();
     stream_ = stream.unwrap();
     pool_ = pool.first != 0 || pool.second != 0 ? pool : new_mempool_id(/*user_created=*/false);
-    capture_ = std::make_unique<StreamCapture>(stream_);
+    capture_ = std::make_unique<StreamCapture>(stream_, error_mode(mode));
   }
 
   void capture_end() override {
     TORCH_CHECK(capture_, "capture_end() without capture_begin() on this openreg graph");
+    const std::unique_ptr<StreamCapture> capture = std::move(capture_);
     OpenRegStream(stream_).synchronize();
-    calls_ = capture_->take_calls();
-    capture_.reset();
+    capture->check_valid();
+    calls_ = capture->take_calls();
   }
 
   void instantiate() override {
@@ -102,6 +103,20 @@ class OpenRegGraph final : public at::GraphImplInterface {
   }
 
  private:
+  // cudaStreamCaptureMode's meaning (OpenRegCaptureRules.h); CUDA's default is global.
+  static CaptureErrorMode error_mode(at::GraphCaptureMode mode) {
+    switch (mode) {
+      case at::GraphCaptureMode::ThreadLocal:
+        return CaptureErrorMode::ThreadLocal;
+      case at::GraphCaptureMode::Relaxed:
+        return CaptureErrorMode::Relaxed;
+      case at::GraphCaptureMode::Default:
+      case at::GraphCaptureMode::Global:
+        break;
+    }
+    return CaptureErrorMode::Global;
+  }
+
   // Writes a replayed result into the tensor capture returned, unless the
   // operator returned that very tensor (in-place and out= calls).
   static void write_into(const c10::IValue& captured, const c10::IValue& fresh) {

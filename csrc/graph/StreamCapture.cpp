@@ -49,12 +49,6 @@ std::optional<c10::DeviceIndex> openreg_device_of(
   return device;
 }
 
-// The host allocator (runtime layer) asks through this slot.
-const bool g_query_registered = [] {
-  set_stream_capture_query(&is_capturing);
-  return true;
-}();
-
 }  // namespace
 
 class CaptureObserver {
@@ -99,7 +93,7 @@ class CaptureObserver {
   }
 };
 
-StreamCapture::StreamCapture(c10::Stream stream) : stream_(stream) {
+StreamCapture::StreamCapture(c10::Stream stream, CaptureErrorMode mode) : stream_(stream), registration_(stream, mode) {
   std::lock_guard<std::mutex> lock(g_captures_mutex);
   g_captures.push_back(this);
   if (g_capture_count.fetch_add(1) == 0) {
@@ -122,15 +116,6 @@ StreamCapture::~StreamCapture() {
 std::vector<CapturedCall> StreamCapture::take_calls() {
   std::lock_guard<std::mutex> lock(calls_mutex_);
   return std::exchange(calls_, {});
-}
-
-bool is_capturing(c10::Stream stream) {
-  if (g_capture_count.load(std::memory_order_relaxed) == 0) {
-    return false;
-  }
-  std::lock_guard<std::mutex> lock(g_captures_mutex);
-  return std::any_of(
-      g_captures.begin(), g_captures.end(), [&](const StreamCapture* capture) { return capture->stream() == stream; });
 }
 
 }  // namespace c10::openreg

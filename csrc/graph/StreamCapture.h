@@ -6,6 +6,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Stream.h>
 
+#include "runtime/OpenRegCaptureRules.h"
+
 // Stream capture: which streams are capturing, and the operator calls issued
 // to each. As with CUDA, what a capture sees is the work issued to its stream
 // from any thread: here, every outermost operator call that touches openreg
@@ -24,7 +26,7 @@ struct CapturedCall {
 // Captures the calls issued to `stream` for as long as it lives.
 class StreamCapture {
  public:
-  explicit StreamCapture(c10::Stream stream);
+  StreamCapture(c10::Stream stream, CaptureErrorMode mode);
   ~StreamCapture();
   StreamCapture(const StreamCapture&) = delete;
   StreamCapture& operator=(const StreamCapture&) = delete;
@@ -34,16 +36,18 @@ class StreamCapture {
   }
   // The calls captured so far, in issue order; the capture goes on empty.
   std::vector<CapturedCall> take_calls();
+  // Raises if a call the capture forbids was made (OpenRegCaptureRules.h).
+  void check_valid() const {
+    registration_.check_valid();
+  }
 
  private:
   friend class CaptureObserver;  // appends the calls it observes
 
   const c10::Stream stream_;
+  const CaptureRegistration registration_;
   std::mutex calls_mutex_;
   std::vector<CapturedCall> calls_;
 };
-
-// Whether a StreamCapture on `stream` is alive.
-bool is_capturing(c10::Stream stream);
 
 }  // namespace c10::openreg

@@ -2,6 +2,7 @@
 // needs. Kernels, hooks, guard and allocator register themselves when this
 // library is loaded; nothing here initializes a device.
 #include <limits>
+#include <unordered_map>
 
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Exceptions.h>
@@ -10,6 +11,7 @@
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/CudaContract.h"
 #include "aten/Fallback.h"
 #include "aten/StructuredDefaults.h"
 #include "python/MemorySnapshot.h"
@@ -25,8 +27,10 @@
 #include "runtime/OpenRegMemorySnapshot.h"
 #include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegPluggableAllocator.h"
+#include "runtime/OpenRegCaptureRules.h"
 #include "runtime/OpenRegStream.h"
 #include "runtime/OpenRegSyncDebug.h"
+#include "runtime/OpenRegSynchronizingCall.h"
 #include "runtime/Options.h"
 #include "sanitizer/SanitizerTrace.h"
 
@@ -74,7 +78,7 @@ BINDING(py_current_device, (), return static_cast<int>(current_device());)
 BINDING(py_set_device, (int index), set_device(to_index(index));)
 BINDING(py_exchange_device, (int index), return static_cast<int>(maybe_exchange_device(to_index(index)));)
 BINDING(py_synchronize, (int index), {
-  warn_or_error_on_sync("device synchronize");
+  on_synchronizing_call("device synchronize");
   synchronize_device(to_index(index));
 })
 // The device's default generator as a torch.Generator (the same object each
@@ -113,6 +117,52 @@ BINDING(py_set_sanitizer_enabled, (bool on), sanitizer::set_enabled(on);)
 BINDING(py_sanitizer_stream_id, (int device_index, int64_t stream_id), {
   return sanitizer::stream_id(c10::Stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id));
 })
+// The CUDA contract's rules (torch_openreg/openreg/cuda_contract.py hands
+// over cuda_contract.yaml before the first device use). dtypes by c10's
+// names, as AT_DISPATCH's messages print them ("Long", "Half").
+c10::ScalarType scalar_type_named(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+    if (name == c10::toString(static_cast<c10::ScalarType>(i))) {
+      return static_cast<c10::ScalarType>(i);
+    }
+  }
+  TORCH_CHECK_VALUE(false, "openreg's CUDA contract: no dtype is named '", name, "'");
+}
+// (kind, argument, value, input), as cuda_contract.py spells a `when`.
+at::openreg::RuleCondition condition_of(const py::tuple& when, const std::string& op) {
+  using Kind = at::openreg::RuleCondition::Kind;
+  static const std::unordered_map<std::string, Kind> kinds{
+      {"always", Kind::Always},
+      {"given", Kind::ArgumentIsNotNone},
+      {"equals", Kind::ArgumentEquals},
+      {"not_equals", Kind::ArgumentNotEquals},
+      {"floating_or_complex", Kind::ArgumentIsFloatingOrComplex},
+      {"result_floating_or_complex", Kind::ResultIsFloatingOrComplex},
+  };
+  const auto kind = kinds.find(when[0].cast<std::string>());
+  TORCH_CHECK_VALUE(kind != kinds.end(), "openreg's CUDA contract: unknown condition for ", op);
+  return {kind->second, when[1].cast<std::string>(), when[2].cast<std::string>(), when[3].cast<std::string>()};
+}
+at::openreg::DtypeRefusal refusal_of(const std::string& op, const py::dict& entry) {
+  at::openreg::DtypeRefusal refusal;
+  refusal.kernel = entry["kernel"].cast<std::string>();
+  refusal.arguments = entry["arguments"].cast<std::vector<std::string>>();
+  for (const std::string& name : entry["dtypes"].cast<std::vector<std::string>>()) {
+    refusal.dtypes.push_back(scalar_type_named(name));
+  }
+  refusal.when = condition_of(entry["when"].cast<py::tuple>(), op);
+  refusal.message = entry["message"].cast<std::string>();
+  refusal.unless_empty = entry["unless_empty"].cast<bool>();
+  refusal.unless_same_size = entry["unless_same_size"].cast<bool>();
+  return refusal;
+}
+BINDING(
+    py_cuda_contract_add_dtype_refusal, (const std::string& op, const py::dict& entry),
+    at::openreg::add_dtype_refusal(op, refusal_of(op, entry));)
+BINDING(
+    py_cuda_contract_add_alert, (const std::string& op, const std::string& caller, const py::tuple& when),
+    at::openreg::add_nondeterministic_alert(op, caller, condition_of(when, op));)
+BINDING(py_cuda_contract_add_missing, (const std::string& op), at::openreg::add_operator_missing_on_cuda(op);)
 BINDING(py_is_device_initialized, (int index), return is_device_initialized(to_index(index));)
 BINDING(py_set_memory_fraction, (double fraction, int index), setMemoryFraction(fraction, to_index(index));)
 BINDING(py_get_memory_fraction, (int index), return getMemoryFraction(to_index(index));)
@@ -303,6 +353,11 @@ PYBIND11_MODULE(_C, m) {
       at::openreg::compiled_kernel_call_method.ml_name,
       py::reinterpret_steal<py::object>(
           PyCFunction_NewEx(&at::openreg::compiled_kernel_call_method, nullptr, m.ptr())));
+  m.def("_cuda_contract_add_dtype_refusal", &py_cuda_contract_add_dtype_refusal);
+  m.def("_cuda_contract_add_alert", &py_cuda_contract_add_alert);
+  m.def("_cuda_contract_add_missing", &py_cuda_contract_add_missing);
+  m.def("_set_cuda_contract_enabled", [](bool enabled) { at::openreg::set_cuda_contract_enabled(enabled); });
+  m.def("_cuda_contract_enabled", [] { return at::openreg::cuda_contract_enabled(); });
   m.def("_range_push", &py_range_push);
   m.def("_range_pop", &py_range_pop);
 }

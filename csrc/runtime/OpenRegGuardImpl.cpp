@@ -5,7 +5,7 @@
 
 #include "runtime/OpenRegDeviceAllocator.h"
 #include "runtime/OpenRegEvent.h"
-#include "runtime/OpenRegSyncDebug.h"
+#include "runtime/OpenRegSynchronizingCall.h"
 
 namespace c10::openreg::impl {
 
@@ -47,12 +47,12 @@ bool OpenRegGuardImpl::queryStream(const Stream& stream) const {
 }
 
 void OpenRegGuardImpl::synchronizeStream(const Stream& stream) const {
-  warn_or_error_on_sync("stream synchronize");
+  on_synchronizing_call("stream synchronize");
   OpenRegStream(stream).synchronize();
 }
 
 void OpenRegGuardImpl::synchronizeDevice(const DeviceIndex device_index) const {
-  warn_or_error_on_sync("device synchronize");
+  on_synchronizing_call("device synchronize");
   synchronize_device(device_index);
 }
 

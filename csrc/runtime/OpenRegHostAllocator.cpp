@@ -2,6 +2,7 @@
 
 #include <c10/core/Event.h>
 
+#include "runtime/OpenRegCaptureRules.h"
 #include "runtime/OpenRegException.h"
 #include "runtime/OpenRegStream.h"
 
@@ -13,6 +14,8 @@ namespace {
 struct OpenRegHostAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, c10::Event> {
  private:
   void allocate_host_memory(size_t size, void** ptr) override {
+    // As cudaHostAlloc, which a capture forbids; cached blocks need no call.
+    check_capture_allows("a pinned host memory allocation (pin_memory(), pin_memory=True)");
     OPENREG_CHECK(orMallocHost(ptr, size));
   }
 

@@ -27,7 +27,6 @@ struct DevicePools {
 
 std::array<DevicePools, kMaxDevices> g_pools;
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_ids{};
-std::atomic<StreamCaptureQuery> g_capture_query{nullptr};
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   if (device < 0) {
@@ -144,15 +143,6 @@ OpenRegStream getStreamFromExternal(orStream_t handle, c10::DeviceIndex device) 
   const auto id = static_cast<c10::StreamId>(reinterpret_cast<uintptr_t>(handle));
   TORCH_CHECK((id & kExternalBit) == 0, "getStreamFromExternal: unexpected stream handle ", handle);
   return OpenRegStream(make_stream(resolve(device), id | kExternalBit));
-}
-
-void set_stream_capture_query(StreamCaptureQuery query) {
-  g_capture_query.store(query, std::memory_order_release);
-}
-
-bool stream_is_capturing(c10::Stream stream) {
-  const StreamCaptureQuery query = g_capture_query.load(std::memory_order_acquire);
-  return query != nullptr && query(stream);
 }
 
 }  // namespace c10::openreg

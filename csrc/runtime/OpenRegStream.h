@@ -88,14 +88,6 @@ inline std::ostream& operator<<(std::ostream& out, const OpenRegStream& stream) 
   return out << stream.unwrap();
 }
 
-// Whether the work issued to `stream` is being captured into a graph. Capture
-// is an operator-level feature (csrc/graph/) that registers the answer when
-// the extension loads, so this layer asks without including it; with nothing
-// registered, no stream captures.
-using StreamCaptureQuery = bool (*)(c10::Stream);
-void set_stream_capture_query(StreamCaptureQuery query);
-bool stream_is_capturing(c10::Stream stream);
-
 }  // namespace c10::openreg
 
 template <>

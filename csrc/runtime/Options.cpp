@@ -12,7 +12,7 @@
 namespace c10::openreg {
 namespace {
 
-constexpr std::array<OptionDoc, 8> kOptions{{
+constexpr std::array<OptionDoc, 9> kOptions{{
     // Parsed by the runtime (third_party/openreg/src/Environment.cpp).
     {"OPENREG_DEVICE_COUNT", "2", "number of devices, 1..16"},
     {"OPENREG_DEVICE_MEMORY", "8G", "capacity of each device, bytes with an optional K/M/G suffix"},
@@ -24,6 +24,8 @@ constexpr std::array<OptionDoc, 8> kOptions{{
     {"OPENREG_FALLBACK_WARN", "0", "1: warn once per operator that runs on the CPU fallback"},
     {"OPENREG_FALLBACK_OPS", "", "comma-separated aten operators to route to the fallback even where a kernel exists"},
     {"OPENREG_SANITIZER", "0", "1: the stream-order sanitizer checks the whole run (docs/sanitizer.md)"},
+    {"OPENREG_CUDA_CONTRACT", "1",
+     "1: where CUDA and the CPU differ, openreg answers as CUDA (docs/cuda-contract.md); 0: as the CPU"},
 }};
 
 // The variable's value, or its documented default when unset or empty, so the
@@ -112,10 +114,15 @@ bool sanitizer_option() {
   return parse_flag("OPENREG_SANITIZER");
 }
 
+bool cuda_contract_option() {
+  return parse_flag("OPENREG_CUDA_CONTRACT");
+}
+
 void validate_options() {
   (void)device_count();  // the runtime's variables
   (void)fallback_options();
   (void)sanitizer_option();
+  (void)cuda_contract_option();
 }
 
 }  // namespace c10::openreg

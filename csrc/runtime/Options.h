@@ -40,6 +40,9 @@ const FallbackOptions& fallback_options();
 // OPENREG_SANITIZER; throws if the value is invalid.
 bool sanitizer_option();
 
+// OPENREG_CUDA_CONTRACT; throws if the value is invalid.
+bool cuda_contract_option();
+
 // Throws, naming the first invalid variable and its value, unless every
 // variable in option_table() is valid. Called at lazy init.
 void validate_options();

@@ -5,7 +5,7 @@ name of ``torch.cuda`` to its openreg counterpart or says why there is none.
 """
 
 from .. import _C
-from . import _gpu_trace, amp, graphs, memory, profiler, random, sanitizer, streams  # noqa: F401 (_gpu_trace: see there)
+from . import _gpu_trace, amp, cuda_contract, graphs, memory, profiler, random, sanitizer, streams  # noqa: F401 (_gpu_trace: see there)
 from ._device_properties import get_device_capability, get_device_name, get_device_properties
 from ._initialization import _is_in_bad_fork, _lazy_init, _run_when_initialized, init, is_initialized
 from .amp import get_amp_supported_dtype, is_bf16_supported
@@ -106,6 +106,7 @@ __all__ = [
     *_STORAGE_CLASSES,
     # submodules
     "amp",
+    "cuda_contract",
     "graphs",
     "memory",
     "profiler",

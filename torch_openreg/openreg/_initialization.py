@@ -37,6 +37,9 @@ def _lazy_init() -> None:
                 "Cannot re-initialize openreg in forked subprocess. To use openreg with "
                 "multiprocessing, you must use the 'spawn' start method."
             )
+        from . import cuda_contract
+
+        cuda_contract._register()
         _C._init()
         atexit.register(_let_autograd_device_threads_finish)
         # Like torch.cuda.default_generators, empty until initialization.

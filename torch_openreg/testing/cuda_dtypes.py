@@ -1,0 +1,92 @@
+"""OpInfo's dtypes for openreg: the CPU's, less those openreg refuses as CUDA does (docs/cuda-contract.md).
+
+OpInfo tests a device with ``op.dtypesIf[<device type>]``, falling back to the CPU's dtypes. Without an entry,
+PyTorch's device-generic tests and this package's suites would expect openreg to compute the dtypes CUDA refuses.
+``apply`` gives every OpInfo that a CUDA contract rule names (its ``opinfos``) an ``openreg`` entry; the package
+calls it right after ``torch.testing._internal.common_methods_invocations`` is imported.
+"""
+
+import torch
+
+# c10's names, as cuda_contract.yaml and AT_DISPATCH's messages spell dtypes.
+_DTYPES = {
+    "Bool": torch.bool,
+    "Byte": torch.uint8,
+    "Char": torch.int8,
+    "Short": torch.int16,
+    "Int": torch.int32,
+    "Long": torch.int64,
+    "Half": torch.float16,
+    "BFloat16": torch.bfloat16,
+    "Float": torch.float32,
+    "Double": torch.float64,
+    "ComplexHalf": torch.complex32,
+    "ComplexFloat": torch.complex64,
+    "ComplexDouble": torch.complex128,
+    "Float8_e4m3fn": torch.float8_e4m3fn,
+    "Float8_e4m3fnuz": torch.float8_e4m3fnuz,
+    "Float8_e5m2": torch.float8_e5m2,
+    "Float8_e5m2fnuz": torch.float8_e5m2fnuz,
+}
+
+
+def refused_by_opinfo() -> dict[str, set]:
+    """OpInfo full name -> the dtypes openreg refuses for it (every dtype for an operator CUDA lacks)."""
+    from torch_openreg.openreg import cuda_contract
+
+    table = cuda_contract._table()
+    refused = {}
+    for entry in table["dtype_refusals"]:
+        for name in entry.get("opinfos", ()):
+            refused.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
+    for entry in table["missing_on_cuda"]:
+        for name in entry.get("opinfos", ()):
+            refused.setdefault(name, set()).update(_DTYPES.values())
+    return refused
+
+
+def opinfo_differences() -> dict[str, set]:
+    """OpInfo full name -> the CPU dtypes its CUDA dtypes lack, in the installed torch's database, with the
+    capability-dependent entries resolved as on an sm_80 GPU (bfloat16 matrix products work there). Call it in a
+    fresh process: it makes torch.cuda claim such a GPU before the database is imported."""
+    import sys
+
+    assert "torch.testing._internal.common_methods_invocations" not in sys.modules, "call in a fresh process"
+    torch.cuda.is_available = lambda: True
+    torch.cuda.get_device_capability = lambda device=None: (8, 0)
+    torch.cuda.device_count = lambda: 1
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    differences = {}
+    for op in op_db:
+        cpu_only = set(op.dtypes) - set(op.dtypesIf.get("cuda", op.dtypes))
+        if cpu_only:
+            differences[op.full_name] = cpu_only
+    return differences
+
+
+def not_refused_by_opinfo() -> dict[str, set]:
+    """OpInfo full name -> the CPU-only dtypes cuda_contract.yaml records as not refused, with a reason."""
+    from torch_openreg.openreg import cuda_contract
+
+    listed = {}
+    for entry in cuda_contract._table().get("not_refused", ()):
+        for name in entry["opinfos"]:
+            listed.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
+    return listed
+
+
+def apply(op_db) -> None:
+    if not torch.openreg.cuda_contract.is_enabled():
+        return
+    refused = refused_by_opinfo()
+    for op in op_db:
+        dtypes = refused.get(op.full_name, set()) | refused.get(op.name, set())
+        if dtypes:
+            op.dtypesIf["openreg"] = set(op.dtypes) - dtypes
+
+
+def register() -> None:
+    from torch.testing._internal import common_methods_invocations
+
+    apply(common_methods_invocations.op_db)
