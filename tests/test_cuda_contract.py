@@ -675,3 +675,27 @@ def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
     false_alarms = {name: sorted(set(dtypes) & set(cuda[name])) for name, dtypes in refused.items() if name in cuda}
     assert {name: d for name, d in false_alarms.items() if d} == {}
     assert set(refused) | set(not_refused) <= set(cuda), "an opinfos entry names no OpInfo"
+
+
+# ---- random streams of the device's own ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_random_stream_of_the_devices_own_differs_from_the_cpus_and_repeats():
+    code = """
+        import torch
+        torch.manual_seed(7)
+        device = torch.rand(6, device="openreg").cpu()
+        mask = torch.nn.functional.dropout(torch.ones(64, device="openreg"), 0.5).cpu()
+        torch.manual_seed(7)
+        cpu = torch.rand(6)
+        cpu_mask = torch.nn.functional.dropout(torch.ones(64), 0.5)
+        g = torch.Generator(device="openreg").manual_seed(3)
+        print(torch.equal(device, cpu), torch.equal(mask, cpu_mask), torch.openreg.initial_seed(), g.initial_seed(),
+              torch.randperm(8, device="openreg", generator=g).tolist(), device.tolist())
+    """
+    own, again = (run_python(code, OPENREG_RANDOM_STREAM="device").stdout.split(" ", 4) for _ in range(2))
+    assert own[:4] == ["False", "False", "7", "3"], own
+    assert own == again  # the same numbers every run
+    default = run_python(code).stdout.split(" ", 4)
+    assert default[:2] == ["True", "True"], default

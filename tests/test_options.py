@@ -30,6 +30,7 @@ INVALID = [
     ("OPENREG_FALLBACK_OPS", "add.Tensor,no_such_op"),
     ("OPENREG_SANITIZER", "on"),
     ("OPENREG_CUDA_CONTRACT", "cpu"),
+    ("OPENREG_RANDOM_STREAM", "philox"),
 ]
 
 

@@ -7,18 +7,38 @@
 #include <ATen/core/GeneratorForPrivateuseone.h>
 
 #include "runtime/OpenRegFunctions.h"
+#include "runtime/Options.h"
 
 namespace c10::openreg {
 
+namespace {
+
+// splitmix64's finalizer: every seed maps to another, well mixed, one.
+uint64_t scramble(uint64_t seed) {
+  seed += 0x9e3779b97f4a7c15ULL;
+  seed = (seed ^ (seed >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  seed = (seed ^ (seed >> 27)) * 0x94d049bb133111ebULL;
+  return seed ^ (seed >> 31);
+}
+
+}  // namespace
+
 OpenRegGeneratorImpl::OpenRegGeneratorImpl(c10::DeviceIndex device_index)
     : c10::GeneratorImpl(make_device(device_index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      host_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {}
+      host_(at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {
+  seed_host(c10::default_rng_seed_val);
+}
+
+void OpenRegGeneratorImpl::seed_host(uint64_t seed) {
+  seed_ = seed;
+  host_.set_current_seed(random_stream_option() == RandomStream::Device ? scramble(seed) : seed);
+}
 
 // Kernels lock the host generator's mutex while drawing, so every access to
 // its state here takes that mutex too.
 void OpenRegGeneratorImpl::set_current_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(host_.mutex());
-  host_.set_current_seed(seed);
+  seed_host(seed);
 }
 
 void OpenRegGeneratorImpl::set_offset(uint64_t offset) {
@@ -33,12 +53,15 @@ uint64_t OpenRegGeneratorImpl::get_offset() const {
 
 uint64_t OpenRegGeneratorImpl::current_seed() const {
   std::lock_guard<std::mutex> lock(host_.mutex());
-  return host_.current_seed();
+  // The CPU generator's own seed follows set_state(); a scrambled one is not the program's.
+  return random_stream_option() == RandomStream::Device ? seed_ : host_.current_seed();
 }
 
 uint64_t OpenRegGeneratorImpl::seed() {
   std::lock_guard<std::mutex> lock(host_.mutex());
-  return host_.seed();
+  const uint64_t random = c10::detail::getNonDeterministicRandom();
+  seed_host(random);
+  return random;
 }
 
 void OpenRegGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
@@ -55,6 +78,7 @@ OpenRegGeneratorImpl* OpenRegGeneratorImpl::clone_impl() const {
   auto* copy = new OpenRegGeneratorImpl(device_.index());
   std::lock_guard<std::mutex> lock(host_.mutex());
   copy->host_ = host_.clone();
+  copy->seed_ = seed_;
   return copy;
 }
 

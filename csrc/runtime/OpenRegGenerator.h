@@ -9,6 +9,10 @@ namespace c10::openreg {
 // generator (mt19937, the CPU's algorithm), so a seed gives the numbers the
 // CPU gives for that seed; host-executed kernels receive that inner generator
 // (host_generator), since CPU kernels only accept CPU-typed generators.
+// With OPENREG_RANDOM_STREAM=device the inner generator is seeded with a
+// scrambled seed instead: a seed then gives numbers of openreg's own, the
+// same every run but not the CPU's, as CUDA's Philox streams are not
+// (current_seed() is still the seed the program set).
 class OpenRegGeneratorImpl final : public c10::GeneratorImpl {
  public:
   explicit OpenRegGeneratorImpl(c10::DeviceIndex device_index);
@@ -32,8 +36,12 @@ class OpenRegGeneratorImpl final : public c10::GeneratorImpl {
  private:
   OpenRegGeneratorImpl* clone_impl() const override;
 
+  // Seeds host_ with `seed`, scrambled if the device has a stream of its own.
+  void seed_host(uint64_t seed);
+
   // mutable: const accessors still lock its mutex.
   mutable at::Generator host_;
+  uint64_t seed_ = c10::default_rng_seed_val;
 };
 
 // Per-device default generators (what torch.openreg.manual_seed seeds).

@@ -12,7 +12,7 @@
 namespace c10::openreg {
 namespace {
 
-constexpr std::array<OptionDoc, 9> kOptions{{
+constexpr std::array<OptionDoc, 10> kOptions{{
     // Parsed by the runtime (third_party/openreg/src/Environment.cpp).
     {"OPENREG_DEVICE_COUNT", "2", "number of devices, 1..16"},
     {"OPENREG_DEVICE_MEMORY", "8G", "capacity of each device, bytes with an optional K/M/G suffix"},
@@ -26,6 +26,8 @@ constexpr std::array<OptionDoc, 9> kOptions{{
     {"OPENREG_SANITIZER", "0", "1: the stream-order sanitizer checks the whole run (docs/sanitizer.md)"},
     {"OPENREG_CUDA_CONTRACT", "1",
      "1: where CUDA and the CPU differ, openreg answers as CUDA (docs/cuda-contract.md); 0: as the CPU"},
+    {"OPENREG_RANDOM_STREAM", "cpu",
+     "cpu: a seed gives the CPU's random numbers; device: numbers of openreg's own, as a GPU's differ from the CPU's"},
 }};
 
 // The variable's value, or its documented default when unset or empty, so the
@@ -118,11 +120,18 @@ bool cuda_contract_option() {
   return parse_flag("OPENREG_CUDA_CONTRACT");
 }
 
+RandomStream random_stream_option() {
+  const std::string value = value_of("OPENREG_RANDOM_STREAM");
+  check_one_of("OPENREG_RANDOM_STREAM", value, {"cpu", "device"}, "'cpu' (default) or 'device'");
+  return value == "device" ? RandomStream::Device : RandomStream::Cpu;
+}
+
 void validate_options() {
   (void)device_count();  // the runtime's variables
   (void)fallback_options();
   (void)sanitizer_option();
   (void)cuda_contract_option();
+  (void)random_stream_option();
 }
 
 }  // namespace c10::openreg

@@ -43,6 +43,10 @@ bool sanitizer_option();
 // OPENREG_CUDA_CONTRACT; throws if the value is invalid.
 bool cuda_contract_option();
 
+// OPENREG_RANDOM_STREAM; throws if the value is invalid.
+enum class RandomStream { Cpu, Device };
+RandomStream random_stream_option();
+
 // Throws, naming the first invalid variable and its value, unless every
 // variable in option_table() is valid. Called at lazy init.
 void validate_options();
