@@ -3,14 +3,16 @@ reported every time (100 runs, 100 reports), goes unnoticed without the sanitize
 under it."""
 
 import os
+import random
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
 from distributed_launcher import run_ranks
 
-from torch.openreg import sanitizer
+from torch.openreg import _gpu_trace, sanitizer
 from torch.openreg.sanitizer import SynchronizationErrors
 
 DEVICE = "openreg"
@@ -159,6 +161,160 @@ def test_errors_inside_enabled_leave_it_off_and_asynchronous_work_released():
     host.copy_(x, non_blocking=True)
     torch.openreg.synchronize()
     assert torch.equal(host, torch.arange(N, dtype=torch.float32))
+
+
+def listeners():
+    return len(_gpu_trace.MemoryAllocationCallbacks.callback_list)
+
+
+def test_disable_from_another_thread_turns_every_part_off():
+    thread = threading.Thread(target=sanitizer.enable)
+    thread.start()
+    thread.join(timeout=60)
+    assert not sanitizer.is_enabled()  # on, but this thread's operators are not checked
+    sanitizer.disable()
+    assert not sanitizer.is_enabled() and listeners() == 0
+    # The runtime's completion checks are off: a non_blocking copy's destination is never poisoned.
+    x = torch.arange(N, dtype=torch.float32, device=DEVICE)
+    host = torch.zeros(N, pin_memory=True)
+    host.copy_(x, non_blocking=True)
+    assert not torch.isnan(host).any()
+    torch.openreg.synchronize()
+    with sanitizer.enabled():
+        assert sanitizer.is_enabled() and listeners() == 1
+    assert listeners() == 0
+
+
+def test_disable_stops_the_checks_of_a_thread_still_inside_enabled():
+    entered, disabled, seen = threading.Event(), threading.Event(), []
+
+    def checked_thread():
+        with sanitizer.enabled():
+            entered.set()
+            disabled.wait(timeout=60)
+            seen.append(sanitizer.is_enabled())
+            read_on_another_stream(fixed=False)  # no longer checked
+        seen.append(sanitizer.is_enabled())
+
+    thread = threading.Thread(target=checked_thread)
+    thread.start()
+    assert entered.wait(timeout=60)
+    sanitizer.disable()
+    disabled.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and seen == [False, False] and listeners() == 0
+
+
+def test_each_thread_that_enables_it_is_checked_by_one_checker():
+    outcome = []
+
+    def checked_thread():
+        try:
+            with sanitizer.enabled():
+                outcome.append(listeners())
+                read_on_another_stream(fixed=False)
+        except SynchronizationErrors as errors:
+            outcome.append(errors)
+
+    with sanitizer.enabled():
+        thread = threading.Thread(target=checked_thread)
+        thread.start()
+        thread.join(timeout=60)
+        assert sanitizer.is_enabled()  # the other thread's exit left this one checked
+        with pytest.raises(SynchronizationErrors):
+            read_on_another_stream(fixed=False)
+    count, errors = outcome
+    assert count == 1 and "aten::mul.Tensor" in str(errors)
+    assert not sanitizer.is_enabled() and listeners() == 0
+
+
+def test_disable_under_a_mode_entered_after_enable_refuses_before_changing_anything():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    sanitizer.enable()
+    try:
+        with Passthrough(), pytest.raises(RuntimeError, match="exit that mode before"):
+            sanitizer.disable()
+        assert sanitizer.is_enabled() and listeners() == 1
+    finally:
+        sanitizer.disable()
+    assert not sanitizer.is_enabled() and listeners() == 0
+
+
+def test_freed_blocks_are_remembered_only_while_another_stream_may_use_them():
+    sizes = random.Random(0)
+    side = torch.openreg.Stream()
+    with sanitizer.enabled():
+        checker = sanitizer._checker
+        for _ in range(30):
+            # One stream, sizes that vary (a freed block rarely comes back at its address): nothing to remember.
+            a = torch.ones(sizes.randint(1, 200_000), device=DEVICE)
+            (a * 2).sum()
+            del a
+            assert not checker.freed
+            # Freed while the side stream's read is not ordered yet: remembered until it is.
+            b = torch.ones(sizes.randint(1, 200_000), device=DEVICE)
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                c = b * 2
+            del b
+            assert len(checker.freed) == 1
+            torch.openreg.current_stream().wait_stream(side)
+            assert not checker.freed
+            del c
+
+
+def test_freed_memory_handed_out_from_another_address_is_checked():
+    big = 1 << 20  # 4 MiB blocks, cut from one 20 MiB segment of a pool of their own
+    for fixed in (False, True):
+        side = torch.openreg.Stream()
+        pool = torch.openreg.MemPool()
+        with sanitizer.enabled(), torch.openreg.use_mem_pool(pool):
+            a = torch.ones(big, device=DEVICE)
+            b = torch.ones(big, device=DEVICE)
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                y = b * 2
+            address = b.data_ptr()
+            del a, b  # the two blocks merge with the rest of the segment
+            if fixed:
+                torch.openreg.current_stream().wait_stream(side)  # before anything is allocated there
+                handed_out = torch.empty(big * 2, device=DEVICE).data_ptr()
+            else:
+                with pytest.raises(
+                    SynchronizationErrors, match=f"memory at {address:#x} is handed out again"
+                ) as raised:
+                    torch.empty(big * 2, device=DEVICE)
+                handed_out = raised.value.errors[0].block
+            # Handed out from the start of the merged block, which covers the freed one.
+            assert handed_out < address < handed_out + big * 2 * 4
+            assert not sanitizer._checker.freed
+        torch.openreg.synchronize()
+        del y, pool
+
+
+def test_memory_returned_to_the_runtime_is_ordered_as_after_cuda_free():
+    # cudaFree synchronizes the device; so does orFree, which empty_cache calls for each segment it returns.
+    size = 4 << 20  # 16 MiB: a segment of its own
+    torch.openreg.empty_cache()
+    side = torch.openreg.Stream()
+    with sanitizer.enabled():
+        x = torch.ones(size, device=DEVICE)
+        side.wait_stream(torch.openreg.current_stream())
+        with torch.openreg.stream(side):
+            y = x * 2
+        address = x.data_ptr()
+        del x  # no record_stream
+        torch.openreg.empty_cache()
+        z = torch.zeros(size, device=DEVICE)
+        assert z.data_ptr() == address  # the same memory, from the runtime again
+        y.add_(1)  # the side stream's write is complete too
+        assert torch.equal(y.cpu(), torch.full((size,), 3.0))
+    del z
 
 
 def test_training_step_with_side_stream_copies_runs_clean():

@@ -117,6 +117,10 @@ BINDING(py_set_sanitizer_enabled, (bool on), sanitizer::set_enabled(on);)
 BINDING(py_sanitizer_stream_id, (int device_index, int64_t stream_id), {
   return sanitizer::stream_id(c10::Stream(c10::Stream::UNSAFE, make_device(to_index(device_index)), stream_id));
 })
+BINDING(py_sanitizer_block, (uintptr_t address), {
+  const auto block = allocatedBlock(reinterpret_cast<void*>(address));
+  return block ? py::object(py::make_tuple(block->first, sanitizer::stream_id(block->second))) : py::object(py::none());
+})
 // The CUDA contract's rules (torch_openreg/openreg/cuda_contract.py hands
 // over cuda_contract.yaml before the first device use). dtypes by c10's
 // names, as AT_DISPATCH's messages print them ("Long", "Half").
@@ -330,6 +334,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sanitizer_option", &py_sanitizer_option);
   m.def("_set_sanitizer_enabled", &py_set_sanitizer_enabled);
   m.def("_sanitizer_stream_id", &py_sanitizer_stream_id);
+  m.def("_sanitizer_block", &py_sanitizer_block);
   m.def("_record_memory_history", &py_record_memory_history);
   m.def("_memory_snapshot", &py_memory_snapshot);
   m.def("_check_device_index", &py_check_device_index);

@@ -12,6 +12,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <c10/core/AllocatorConfig.h>
@@ -48,6 +50,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     const c10::Stream stream = getCurrentOpenRegStream(device);
     Block* block = cache(device).malloc(nbytes, stream);
     remember(block);
+    sanitizer::trace_noted_synchronization();
     trace_allocation(block);
     return {block->ptr, block->ptr, &raw_delete, make_device(device)};
   }
@@ -68,6 +71,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     for (DeviceIndex i = 0; i < device_count(); ++i) {
       cache(i).empty_cache(mempool_id);
     }
+    sanitizer::trace_noted_synchronization();
   }
 
   void recordStream(const DataPtr& data, c10::Stream stream) override {
@@ -119,6 +123,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     const OpenRegGuard guard(device);  // the runtime allocates on the current device
     Block* block = device_cache.malloc(nbytes, stream);
     remember(block);
+    sanitizer::trace_noted_synchronization();
     trace_allocation(block);
     return block->ptr;
   }
@@ -132,6 +137,15 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
         block != nullptr, "caching_allocator_delete: ", ptr, " was not allocated by the openreg allocator");
     trace_deallocation(block);
     cache(block->stream.device_index()).free(block);
+    sanitizer::trace_noted_synchronization();
+  }
+
+  std::optional<std::pair<size_t, c10::Stream>> allocated_block(void* ptr) {
+    const Block* block = lookup(ptr);
+    if (block == nullptr) {
+      return std::nullopt;
+    }
+    return std::make_pair(block->size, block->stream);
   }
 
   DeviceCache& cache(DeviceIndex device) {
@@ -225,6 +239,7 @@ void OpenRegDeviceAllocator::raw_delete(void* ptr) {
   }
   trace_deallocation(block);
   g_allocator.cache(block->stream.device_index()).free(block);
+  sanitizer::trace_noted_synchronization();
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
@@ -240,6 +255,10 @@ c10::DeviceAllocator* getDeviceAllocator() {
     return pluggable;  // change_current_allocator swapped it in
   }
   return &g_allocator;
+}
+
+std::optional<std::pair<size_t, c10::Stream>> allocatedBlock(void* ptr) {
+  return g_allocator.allocated_block(ptr);
 }
 
 void setMemoryFraction(double fraction, c10::DeviceIndex device) {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include <c10/core/CachingDeviceAllocator.h>
 
 // The allocator behind every openreg tensor, modelled on CUDA's caching
@@ -24,6 +27,11 @@ double getMemoryFraction(c10::DeviceIndex device);
 // release; raw_free raises for an address the cache did not hand out.
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_free(void* ptr);
+
+// The size and stream of a block the caching allocator handed out at `ptr`
+// and has not taken back yet (nullopt otherwise): the extent of an allocation
+// the sanitizer's trace reports by address only.
+std::optional<std::pair<size_t, c10::Stream>> allocatedBlock(void* ptr);
 
 // torch.openreg.caching_allocator_enable: while disabled, memory freed by
 // tensors returns to the runtime at once (disabling empties the cache).

@@ -7,6 +7,7 @@
 
 #include "runtime/caching/OpenRegDeviceCache.h"
 #include "runtime/OpenRegPluggableAllocator.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
 namespace {
@@ -54,6 +55,7 @@ void retainMemPool(c10::DeviceIndex device, c10::MempoolId_t id, bool no_split) 
 
 void releaseMemPool(c10::DeviceIndex device, c10::MempoolId_t id) {
   device_cache(device).release_pool(id);
+  sanitizer::trace_noted_synchronization();
 }
 
 int memPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) {

@@ -16,6 +16,23 @@ void set_enabled(bool on) {
   g_enabled.store(on, std::memory_order_relaxed);
 }
 
+namespace {
+thread_local bool t_runtime_freed = false;  // a segment returned to the runtime, not yet reported
+}  // namespace
+
+void note_runtime_free() noexcept {
+  if (enabled()) {
+    t_runtime_freed = true;
+  }
+}
+
+void trace_noted_synchronization() noexcept {
+  if (t_runtime_freed) {
+    t_runtime_freed = false;
+    trace([](const auto& t) { t.trace_gpu_device_synchronization(c10::kPrivateUse1); });
+  }
+}
+
 uintptr_t stream_id(const c10::Stream& stream) {
   // Stream ids are small per device (a pool index and a priority), so the device index fits above them.
   return (static_cast<uintptr_t>(static_cast<uint8_t>(stream.device_index())) << 48) |

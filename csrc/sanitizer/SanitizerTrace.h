@@ -28,6 +28,14 @@ void set_enabled(bool on);
 // The id the sanitizer knows a stream by: unique per device and stream (each device's default stream included).
 uintptr_t stream_id(const c10::Stream& stream);
 
+// The caching allocator returned a segment to the runtime: orFree first waits for the work of every stream of the
+// device, as cudaFree does, so that is a device synchronization, after which every freed block is ordered after every
+// stream's use of it. It happens under the cache's lock, where a trace cannot run (see above): release_segment notes it,
+// and the allocator's entry point reports it with trace_noted_synchronization() on the same thread once the lock is
+// released, before it reports the allocation it made, if any.
+void note_runtime_free() noexcept;
+void trace_noted_synchronization() noexcept;
+
 // What a query answers while the completion checks hold work back: "not ready" the first time it is asked about a
 // stream or event (`key`) with pending work, as a busy GPU would answer right after the work was queued; asked again,
 // it completes the work (the caller synchronizes) and answers "ready", so a polling loop still ends. `pending`: whether

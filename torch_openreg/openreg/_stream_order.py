@@ -14,13 +14,16 @@ openreg's here:
 - the stream an operator runs on: the current stream of the device of the openreg tensor it writes (a copy between
   devices is ordered on the destination's current stream, as on CUDA), else of its first openreg input;
 - a check CSAN does not make: memory freed while an operator on another stream may still use it (no
-  ``record_stream``, no synchronization), reported when the allocator hands the block out again, which on a GPU is
+  ``record_stream``, no synchronization), reported when the allocator hands any of it out again, which on a GPU is
   when the new owner's kernels could overwrite what the old stream is still reading.
 """
 
+import bisect
+import dataclasses
 import inspect
 import io
 import re
+import threading
 import traceback
 
 import torch
@@ -28,7 +31,7 @@ import torch.cuda._sanitizer as csan
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _C
-from . import _gpu_trace
+from . import _gpu_trace, sanitizer
 from .sanitizer import SynchronizationErrors
 
 
@@ -97,11 +100,24 @@ class _Arguments(csan.ArgumentHandler):
             self.outputs.add(key)
 
 
-class UseAfterFreeError(csan.SynchronizationError):
-    """A block handed out again while another stream's access to its previous tensor may still be running."""
+@dataclasses.dataclass
+class FreedBlock:
+    """A freed block's accesses by other streams that its stream is not yet ordered after. They matter until the
+    allocator hands any of its bytes out again, on that stream (a cached block is reused only on its own), or until
+    that stream is ordered after them."""
 
-    def __init__(self, address, stream, access, free_stack, allocation_stack):
+    end: int  # one past its last byte
+    stream: int | None  # the stream it was allocated on (None: handed out before the checker listened)
+    accesses: list
+    free_stack: traceback.StackSummary
+
+
+class UseAfterFreeError(csan.SynchronizationError):
+    """Memory handed out again while another stream's access to the tensor freed there may still be running."""
+
+    def __init__(self, address, block, stream, access, free_stack, allocation_stack):
         self.address = address
+        self.block = block
         self.stream = stream
         self.access = access
         self.free_stack = free_stack
@@ -109,13 +125,14 @@ class UseAfterFreeError(csan.SynchronizationError):
 
     def __str__(self) -> str:
         access = self.access
+        within = "" if self.block == self.address else f" (within the block at {self.block:#x})"
         with io.StringIO() as message:
             message.write(
                 "============================\n"
-                f"openreg sanitizer: memory at {self.address:#x} is handed out again on stream {self.stream} while "
-                f"stream {access.stream} may still be using the tensor freed there: nothing ordered the new owner's "
-                f"stream after that stream's last access (call tensor.record_stream() with the stream that used it, "
-                f"or synchronize, before freeing it)\n"
+                f"openreg sanitizer: memory at {self.address:#x} is handed out again on stream {self.stream}{within} "
+                f"while stream {access.stream} may still be using the tensor freed there: nothing ordered the new "
+                f"owner's stream after that stream's last access (call tensor.record_stream() with the stream that "
+                f"used it, or synchronize, before freeing it)\n"
                 f"Last access by stream {access.stream} during kernel:\n{access.operator}\n{access.type}"
             )
             if access.aliases:
@@ -127,39 +144,100 @@ class UseAfterFreeError(csan.SynchronizationError):
 
 
 class StreamOrderChecker(csan.EventHandler):
-    """CSAN's event handler, plus the accesses of freed blocks, checked when a block is handed out again."""
+    """CSAN's event handler, plus the accesses of freed blocks, checked when their memory is handed out again. One per
+    process; its trace callbacks and the operators of every checked thread reach it under its lock."""
 
     def __init__(self) -> None:
         super().__init__()
-        # storage address -> (its tensor's last accesses, the streams given to record_stream, where it was freed)
+        self.lock = threading.RLock()
+        self.listening = False
+        self.blocks = {}  # address -> (end, stream) of each block handed out while listening
+        self.recorded_streams = {}  # address -> the streams given to record_stream for its tensor
+        # Freed blocks by address, disjoint (a record goes as soon as any of its bytes is handed out again), and their
+        # addresses in order, to find those a new block overlaps.
         self.freed = {}
-        self.recorded_streams = {}
-        # Errors found in a trace callback, which cannot raise into its caller: the operator running raises them.
-        self.pending = []
+        self.freed_addresses = []
+        # Per thread: errors found in a trace callback, which cannot raise into its caller; the thread's next operator
+        # raises them.
+        self.pending = threading.local()
+
+    def take_pending_errors(self) -> list:
+        errors = self.pending.__dict__.get("errors", [])
+        self.pending.errors = []
+        return errors
+
+    def _handle_memory_allocation(self, data_ptr: int) -> None:
+        size, stream = _C._sanitizer_block(data_ptr)
+        end = data_ptr + size
+        self.blocks[data_ptr] = (end, stream)
+        for address in self._freed_within(data_ptr, end):
+            freed = self._forget_freed(address)
+            if sanitizer.is_enabled():  # else no operator of this thread would raise the error
+                self._check_reuse(address, data_ptr, stream, freed)
+        super()._handle_memory_allocation(data_ptr)
 
     def _handle_memory_deallocation(self, data_ptr: int) -> None:
         self.tensors_accessed.ensure_tensor_exists(data_ptr)
         info = self.tensors_accessed.accesses[data_ptr]
         recorded = self.recorded_streams.pop(data_ptr, set())
-        if info.write is not None or info.reads:
-            self.freed[data_ptr] = (info, recorded, _stack())
+        # A block handed out before the checker listened: its extent and stream are unknown; it is known by its first
+        # byte, and every access it had is kept.
+        end, stream = self.blocks.pop(data_ptr, (data_ptr + 1, None))
+        # record_stream: the allocator itself waits for that stream before handing the block out again.
+        accesses = [
+            a for a in ([info.write] if info.write is not None else []) + info.reads if a.stream not in recorded
+        ]
+        freed = FreedBlock(end, stream, self._unordered(accesses, stream), _stack())
+        if freed.accesses:
+            for address in self._freed_within(data_ptr, end):  # none, unless a free went untraced
+                self._forget_freed(address)
+            self.freed[data_ptr] = freed
+            bisect.insort(self.freed_addresses, data_ptr)
         super()._handle_memory_deallocation(data_ptr)
 
-    def _handle_memory_allocation(self, data_ptr: int) -> None:
-        freed = self.freed.pop(data_ptr, None)
-        if freed is not None:
-            self._check_reuse(data_ptr, *freed)
-        super()._handle_memory_allocation(data_ptr)
+    def _unordered(self, accesses: list, stream: int | None) -> list:
+        """The accesses by other streams that `stream` is not ordered after yet (the order only grows)."""
+        if stream is None:
+            return accesses
+        return [
+            a for a in accesses if a.stream != stream and not self.syncs.is_ordered_after(stream, a.seq_num, a.stream)
+        ]
 
-    def _check_reuse(self, address: int, info, recorded, free_stack) -> None:
-        # The caching allocator hands a block out again only on the stream it was allocated on, which is current.
-        stream = _current_stream_id(torch.openreg.current_device())
-        for access in ([info.write] if info.write is not None else []) + info.reads:
-            if access.stream == stream or access.stream in recorded:
-                continue  # record_stream: the allocator waits for that stream before handing the block out again
-            if not self.syncs.is_ordered_after(stream, access.seq_num, access.stream):
-                self.pending.append(UseAfterFreeError(address, stream, access, free_stack, _stack()))
-                return
+    def _after_ordering(self, handler):
+        """`handler`, which orders streams after others, followed by _forget_ordered_accesses."""
+
+        def handle(*args) -> None:
+            handler(*args)
+            self._forget_ordered_accesses()
+
+        return handle
+
+    def _forget_ordered_accesses(self) -> None:
+        """Drops the freed blocks' accesses that their streams are now ordered after, and the blocks left with none (a
+        device synchronization, including the one of memory returned to the runtime, drops them all)."""
+        for freed in self.freed.values():
+            freed.accesses = self._unordered(freed.accesses, freed.stream)
+        if not all(freed.accesses for freed in self.freed.values()):
+            self.freed = {address: freed for address, freed in self.freed.items() if freed.accesses}
+            self.freed_addresses = sorted(self.freed)
+
+    def _freed_within(self, start: int, end: int) -> list:
+        """The addresses of the freed blocks that overlap [start, end)."""
+        last = bisect.bisect_left(self.freed_addresses, end)
+        first = last
+        while first > 0 and self.freed[self.freed_addresses[first - 1]].end > start:
+            first -= 1
+        return self.freed_addresses[first:last]
+
+    def _forget_freed(self, address: int) -> FreedBlock:
+        del self.freed_addresses[bisect.bisect_left(self.freed_addresses, address)]
+        return self.freed.pop(address)
+
+    def _check_reuse(self, address: int, block: int, stream: int, freed: FreedBlock) -> None:
+        unordered = self._unordered(freed.accesses, stream)
+        if unordered:
+            error = UseAfterFreeError(address, block, stream, unordered[0], freed.free_stack, _stack())
+            self.pending.__dict__.setdefault("errors", []).append(error)
 
     def order_after(self, stream: int, other: int) -> None:
         """Orders `stream` after everything `other` has run so far, as an event recorded on `other` and waited on by
@@ -167,31 +245,42 @@ class StreamOrderChecker(csan.EventHandler):
         for s in (stream, other):
             self.syncs._ensure_stream_exists(s)
         self.syncs._state_wait_for_other(self.syncs.current_sync_states[stream], self.syncs.current_sync_states[other])
+        self._forget_ordered_accesses()
 
     def record_stream(self, tensor: torch.Tensor, stream: torch.Stream) -> None:
         key = _storage_key(tensor)
         self.recorded_streams.setdefault(key, set()).add(_stream_id(stream.device_index, stream.stream_id))
 
     def listen(self) -> None:
-        for registry, callback in self._callbacks():
+        self.listening = True
+        self._registered = [(registry, self._under_lock(callback)) for registry, callback in self._callbacks()]
+        for registry, callback in self._registered:
             registry.add_callback(callback)
 
     def stop_listening(self) -> None:
-        for registry, callback in self._callbacks():
+        self.listening = False
+        for registry, callback in self._registered:
             registry.callback_list.remove(callback)
+
+    def _under_lock(self, callback):
+        def locked(*args) -> None:
+            with self.lock:
+                callback(*args)
+
+        return locked
 
     def _callbacks(self):
         return (
             (_gpu_trace.EventCreationCallbacks, self._handle_event_creation),
             (_gpu_trace.EventDeletionCallbacks, self._handle_event_deletion),
             (_gpu_trace.EventRecordCallbacks, self._handle_event_record),
-            (_gpu_trace.EventWaitCallbacks, self._handle_event_wait),
+            (_gpu_trace.EventWaitCallbacks, self._after_ordering(self._handle_event_wait)),
             (_gpu_trace.MemoryAllocationCallbacks, self._handle_memory_allocation),
             (_gpu_trace.MemoryDeallocationCallbacks, self._handle_memory_deallocation),
             (_gpu_trace.StreamCreationCallbacks, self._handle_stream_creation),
-            (_gpu_trace.DeviceSynchronizationCallbacks, self._handle_device_synchronization),
-            (_gpu_trace.StreamSynchronizationCallbacks, self._handle_stream_synchronization),
-            (_gpu_trace.EventSynchronizationCallbacks, self._handle_event_synchronization),
+            (_gpu_trace.DeviceSynchronizationCallbacks, self._after_ordering(self._handle_device_synchronization)),
+            (_gpu_trace.StreamSynchronizationCallbacks, self._after_ordering(self._handle_stream_synchronization)),
+            (_gpu_trace.EventSynchronizationCallbacks, self._after_ordering(self._handle_event_synchronization)),
         )
 
 
@@ -213,10 +302,13 @@ class StreamOrderMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if isinstance(func, torch._ops.HigherOrderOperator):
+        # Once the checker stopped, everything passes through: a disable() from another thread leaves this mode on this
+        # thread's stack.
+        if isinstance(func, torch._ops.HigherOrderOperator) or not self.checker.listening:
             return func(*args, **kwargs)
         if func is torch.ops.aten.record_stream.default:  # not a kernel: the allocator's bookkeeping
-            self.checker.record_stream(*args)
+            with self.checker.lock:
+                self.checker.record_stream(*args)
             return func(*args, **kwargs)
         name = func._schema.name
         is_factory = bool(csan.FACTORY_FUNCTION_REGEX.match(name) or _ALLOCATIONS.match(name))
@@ -224,27 +316,32 @@ class StreamOrderMode(TorchDispatchMode):
         arguments.parse_inputs(func._schema, args, kwargs, is_factory=is_factory)
         outputs = func(*args, **kwargs)
         arguments.parse_outputs(func._schema, outputs, is_factory=is_factory)
-        errors, self.checker.pending = self.checker.pending, []
-        # A graph capture records operators for its replays, which are checked when they run: CUDA's capture runs
-        # nothing (openreg's runs them too, which is not device work in CUDA's model).
-        if arguments.device_index is not None and not _C._is_current_stream_capturing():
-            stream = _current_stream_id(arguments.device_index)
-            # A copy between two devices (the only operator that reads one device and writes another) is ordered
-            # both ways, as CUDA's peer copy is: on the destination's current stream after the source's current
-            # stream's work, and the source's current stream after the copy.
-            peer = arguments.read_device if arguments.read_device not in (None, arguments.device_index) else None
-            if peer is not None:
-                self.checker.order_after(stream, _current_stream_id(peer))
-            errors += self.checker._handle_kernel_launch(
-                stream,
-                arguments.dataptrs_read - arguments.dataptrs_written,
-                arguments.dataptrs_written,
-                arguments.outputs,
-                func._schema,
-                arguments.tensor_aliases,
-            )
-            if peer is not None:
-                self.checker.order_after(_current_stream_id(peer), stream)
+        with self.checker.lock:
+            errors = self.checker.take_pending_errors() + self._check(func, arguments)
         if errors:
             raise SynchronizationErrors(errors)
         return outputs
+
+    def _check(self, func, arguments: _Arguments) -> list:
+        # A graph capture records operators for its replays, which are checked when they run: CUDA's capture runs
+        # nothing (openreg's runs them too, which is not device work in CUDA's model).
+        if arguments.device_index is None or _C._is_current_stream_capturing():
+            return []
+        stream = _current_stream_id(arguments.device_index)
+        # A copy between two devices (the only operator that reads one device and writes another) is ordered both
+        # ways, as CUDA's peer copy is: on the destination's current stream after the source's current stream's work,
+        # and the source's current stream after the copy.
+        peer = arguments.read_device if arguments.read_device not in (None, arguments.device_index) else None
+        if peer is not None:
+            self.checker.order_after(stream, _current_stream_id(peer))
+        errors = self.checker._handle_kernel_launch(
+            stream,
+            arguments.dataptrs_read - arguments.dataptrs_written,
+            arguments.dataptrs_written,
+            arguments.outputs,
+            func._schema,
+            arguments.tensor_aliases,
+        )
+        if peer is not None:
+            self.checker.order_after(_current_stream_id(peer), stream)
+        return errors

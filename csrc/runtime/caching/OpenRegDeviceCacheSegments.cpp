@@ -14,6 +14,7 @@
 #include "runtime/OpenRegException.h"
 #include "runtime/caching/OpenRegOutOfMemory.h"
 #include "runtime/OpenRegPluggableAllocator.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
 
@@ -162,6 +163,7 @@ void DeviceCache::release_cached(BlockPool& pool) {
 // Returns a whole cached segment, already out of its pool's set, to the runtime.
 void DeviceCache::release_segment(Block* block) {
   OPENREG_CHECK(orFree(block->ptr));
+  sanitizer::note_runtime_free();
   segments_.erase(block->address());
   if (history_.recording()) {
     history_.record(
