@@ -269,3 +269,87 @@ def test_a_killed_rank_makes_the_others_fail_naming_it():
         assert f"orccl allreduce on rank {r.rank} (openreg:{r.rank}) failed" in message
         assert "rank 1 (process " in message and "is no longer running" in message
         assert r.result("seconds") < r.result("timeout")
+
+
+@pytest.mark.slow
+def test_collectives_refuse_tensors_gloo_would_read_past_and_point_to_point_stays_within_them():
+    ranks = run_ranks(WORKERS / "layouts.py", 2)
+    for r in ranks:
+        cases = {result["case"]: result for result in r.results if "case" in result}
+        # Each refusal raises before gloo runs and leaves the memory around the tensors as it was.
+        refusals = {
+            "all_reduce column": ("allreduce", "Float[4] tensor with strides [4]"),
+            "all_reduce expanded": ("allreduce", "Float[64] tensor with strides [0]"),
+            "broadcast": ("broadcast", "Float[4] tensor with strides [4]"),
+            "reduce": ("reduce", "Float[4] tensor with strides [4]"),
+            "all_gather input": ("allgather", "Float[4] tensor with strides [4]"),
+            "all_gather_into_tensor input": ("allgather_into_tensor", "Float[4] tensor with strides [4]"),
+            "all_gather_into_tensor output": ("allgather_into_tensor", "Float[8] tensor with strides [2]"),
+            "reduce_scatter output": ("reduce_scatter", "Float[4] tensor with strides [4]"),
+            "reduce_scatter_tensor input": ("reduce_scatter_tensor", "Float[8] tensor with strides [2]"),
+            "reduce_scatter_tensor output": ("reduce_scatter_tensor", "Float[4] tensor with strides [4]"),
+            "all_to_all_single": ("alltoall_base", "Float[4] tensor with strides [4]"),
+            "all_to_all inputs": ("alltoall", "Float[4] tensor with strides [4]"),
+            "all_to_all outputs": ("alltoall", "Float[4] tensor with strides [4]"),
+            "gather input": ("gather", "Float[4] tensor with strides [4]"),
+            "scatter output": ("scatter", "Float[4] tensor with strides [4]"),
+            "coalesced all_gather_into_tensor": ("allgather_into_tensor_coalesced", "Float[8] tensor with strides [2]"),
+            "async all_reduce": ("allreduce", "Float[4] tensor with strides [4]"),
+        }
+        for case, (op, tensor) in refusals.items():
+            result = cases[case]
+            assert result["error"] == "ValueError" and result["untouched"], (r.rank, case, result)
+            assert (
+                f"orccl {op} on rank {r.rank}: Tensors must be contiguous, as NCCL requires: got a {tensor}"
+                in result["message"]
+            ), (r.rank, case, result["message"])
+        dense = cases["all_reduce_coalesced expanded"]
+        assert dense["error"] == "ValueError" and dense["untouched"], dense
+        assert (
+            f"orccl allreduce_coalesced on rank {r.rank}: Tensors must be non-overlapping and dense, as NCCL "
+            "requires: got a Float[64] tensor with strides [0]" in dense["message"]
+        )
+        # The root refuses its own list; the other rank, which passed none, raises the agreement's error.
+        for case, op, shown in (
+            ("gather root outputs", "gather", "rank 0: GATHER(root=0; Float[4]) (refused on that rank)"),
+            ("scatter root inputs", "scatter", "rank 0: SCATTER(root=0; Float[4]) (refused on that rank)"),
+            ("one rank", "allreduce", "rank 0: ALLREDUCE(reduce_op=0; Float[4]) (refused on that rank)"),
+        ):
+            if r.rank == 0:
+                assert "Tensors must be contiguous, as NCCL requires" in cases[case]["message"], cases[case]
+            else:
+                assert_mismatch_error(r.rank, case, cases[case], shown)
+            assert cases[case]["untouched"], (r.rank, case)
+        assert_mismatch_error(
+            r.rank,
+            "memory formats differ",
+            cases["memory formats differ"],
+            "rank 0: ALLREDUCE(reduce_op=0; Float[1, 4, 2, 2] ChannelsLast), rank 1: ALLREDUCE(reduce_op=0; "
+            "Float[1, 4, 2, 2])",
+        )
+        # Dense channels-last tensors, and any layout in the lists gloo copies, give the right values.
+        channels_last = [2.0 * v + 1 for v in range(16)]
+        assert cases["all_reduce channels_last"]["value"] == [channels_last, [16, 1, 8, 4]]
+        assert cases["all_reduce_coalesced transposed"]["value"] == [[1.0, 5.0, 9.0], [3.0, 7.0, 11.0]]
+        assert cases["all_gather column outputs"]["value"] == [[v, 0.0, 10.0 + v] for v in range(4)]
+        assert cases["reduce_scatter column inputs"]["value"] == [
+            2 * v + 100 + 100 * r.rank for v in (1.0, 5.0, 9.0, 13.0)
+        ]
+        assert cases["reduce_scatter column inputs"]["untouched"]
+        # Point-to-point: NCCL's warning once, values through dense copies, nothing outside the tensors.
+        assert r.output.count("Detected non-contiguous tensor in P2P operations") == 1, r.output
+        assert cases["send expanded"]["untouched"] and cases["batch_isend_irecv, irecv columns"]["untouched"]
+        peer_column = [1001.0 + 100 * (1 - r.rank) + 4 * i for i in range(4)]
+        received, received_after = cases["batch_isend_irecv, irecv columns"]["value"]
+        assert received == peer_column
+        if r.rank == 1:
+            assert cases["send/recv columns"]["value"] == [[1.0, 5.0, 9.0, 13.0], True]
+            assert cases["send expanded"]["value"] == [127.0]
+            assert received_after == peer_column
+            overlap = cases["recv into expanded"]
+            assert overlap["error"] == "ValueError" and overlap["untouched"], overlap
+            assert (
+                "orccl recv on rank 1: a Float[64] tensor with strides [0] cannot receive a message: some of its "
+                "elements share memory" in overlap["message"]
+            )
+        assert r.result("after") == [2.0] * 3

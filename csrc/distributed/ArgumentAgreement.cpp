@@ -21,9 +21,11 @@ namespace {
 constexpr int64_t kRecord = 32;
 constexpr int64_t kCompared = 3;
 // Signature tensor entries: a marker, the dtype, and for tensors whose shape
-// must agree, the dimension count and sizes.
+// must agree, the memory format (kAnyFormat for a tensor gloo copies), the
+// dimension count and sizes.
 constexpr int64_t kSameShape = -1;
 constexpr int64_t kSameDtype = -2;
+constexpr int64_t kAnyFormat = -1;
 
 // The options a signature may carry, exchanged as their index here.
 constexpr std::array<std::string_view, 2> kOptionNames = {"root", "reduce_op"};
@@ -52,9 +54,10 @@ void CallSignature::option(const char* name, int64_t value) {
   words_.push_back(value);
 }
 
-void CallSignature::same_shape(const at::Tensor& tensor) {
+void CallSignature::same_shape(const at::Tensor& tensor, std::optional<at::MemoryFormat> format) {
   words_.push_back(kSameShape);
   words_.push_back(static_cast<int64_t>(tensor.scalar_type()));
+  words_.push_back(format ? static_cast<int64_t>(*format) : kAnyFormat);
   words_.push_back(tensor.dim());
   words_.insert(words_.end(), tensor.sizes().begin(), tensor.sizes().end());
 }
@@ -123,13 +126,17 @@ std::string CallSignature::describe(const int64_t* record) const {
     const bool shape_matters = words[i] == kSameShape;
     text << separator << static_cast<c10::ScalarType>(words[i + 1]);
     i += 2;
-    if (shape_matters && i < known) {
+    if (shape_matters && i + 1 < known) {
+      const int64_t format = words[i++];
       const int64_t dims = words[i++];
       text << "[";
       for (int64_t d = 0; d < dims && i < known; ++d) {
         text << (d == 0 ? "" : ", ") << words[i++];
       }
       text << "]";
+      if (format != kAnyFormat && static_cast<at::MemoryFormat>(format) != at::MemoryFormat::Contiguous) {
+        text << " " << static_cast<at::MemoryFormat>(format);
+      }
     }
     separator = ", ";
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -15,7 +16,8 @@
 // the posted buffer and aborts), and shapes with the same element count, dtypes
 // of the same width or different roots silently give wrong results. So every
 // rank describes its call in a signature (operation, options, each tensor's
-// dtype and, where every rank passes the same shape, its shape) and the ranks
+// dtype and, where every rank passes the same shape, its shape and memory
+// format) and the ranks
 // exchange them in one small gloo allgather; a difference raises ValueError on
 // every rank, naming each rank's arguments, and nothing reaches gloo. The
 // exchange must finish before the collective starts: issued beside it, a
@@ -30,8 +32,10 @@ class CallSignature {
   // An option every rank must pass alike: "root" or "reduce_op". Its name
   // travels with it, so that every rank's error names the others' options.
   void option(const char* name, int64_t value);
-  // A tensor every rank passes alike: dtype and shape must agree.
-  void same_shape(const at::Tensor& tensor);
+  // A tensor every rank passes alike: dtype and shape must agree, and the
+  // memory format in which gloo reads its bytes (`format`; none for a tensor
+  // gloo copies element by element).
+  void same_shape(const at::Tensor& tensor, std::optional<at::MemoryFormat> format);
   // A tensor whose shape may differ across ranks (all-to-all parts, which
   // split sizes make uneven): only its dtype must agree.
   void same_dtype(const at::Tensor& tensor);

@@ -2,19 +2,29 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 namespace c10d::openreg {
 
 OpenRegWork::OpenRegWork(
     int rank, OpType type, const char* op, c10::Device device, std::shared_ptr<const PeerProcesses> peers,
-    std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs)
+    std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs, std::function<void()> finish)
     : Work(rank, type),
       op_(op),
       device_(device),
       peers_(std::move(peers)),
       host_views_(std::move(host_views)),
-      outputs_(std::move(outputs)) {}
+      outputs_(std::move(outputs)),
+      finish_(std::make_shared<Finish>()) {
+  finish_->run = std::move(finish);
+}
+
+void OpenRegWork::finish(Finish& finish) {
+  if (finish.run) {
+    std::call_once(finish.once, finish.run);
+  }
+}
 
 void OpenRegWork::launched(std::vector<c10::intrusive_ptr<Work>> gloo_works) {
   c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -47,14 +57,19 @@ void OpenRegWork::failed(std::exception_ptr error) {
 }
 
 bool OpenRegWork::isCompleted() {
-  std::lock_guard<std::mutex> lock(launch_mutex_);
-  if (!launched_) {
-    return false;
-  }
-  for (const auto& work : gloo_works_) {
-    if (!work->isCompleted()) {
+  {
+    std::lock_guard<std::mutex> lock(launch_mutex_);
+    if (!launched_) {
       return false;
     }
+    for (const auto& work : gloo_works_) {
+      if (!work->isCompleted()) {
+        return false;
+      }
+    }
+  }
+  if (!exception()) {
+    finish(*finish_);
   }
   return true;
 }
@@ -122,6 +137,9 @@ bool OpenRegWork::wait(std::chrono::milliseconds timeout) {
       rethrow_with(peers_->failure(op_, rank_, device_));
     }
   }
+  if (completed) {
+    finish(*finish_);
+  }
   return completed;
 }
 
@@ -154,22 +172,25 @@ void OpenRegWork::complete_when_done(const c10::intrusive_ptr<c10::ivalue::Futur
   auto done = gloo_futures.size() == 1
       ? gloo_futures.front()
       : c10::collectAll(c10::List<c10::intrusive_ptr<c10::ivalue::Future>>(std::move(gloo_futures)));
-  done->addCallback([future, outputs = outputs_, context = [op = op_, rank = rank_, device = device_, peers = peers_] {
-    return peers->failure(op, rank, device);
-  }](c10::ivalue::Future& gloo_future) {
-    if (!gloo_future.hasError()) {
-      future->markCompleted(c10::IValue(outputs));
-      return;
-    }
+  done->addCallback([future, outputs = outputs_, finish = finish_,
+                     context = [op = op_, rank = rank_, device = device_, peers = peers_] {
+                       return peers->failure(op, rank, device);
+                     }](c10::ivalue::Future& gloo_future) {
     try {
-      try {
-        std::rethrow_exception(gloo_future.exception_ptr());
-      } catch (...) {
-        rethrow_with(context());
+      if (!gloo_future.hasError()) {
+        OpenRegWork::finish(*finish);
+      } else {
+        try {
+          std::rethrow_exception(gloo_future.exception_ptr());
+        } catch (...) {
+          rethrow_with(context());
+        }
       }
     } catch (...) {
       future->setError(std::current_exception());
+      return;
     }
+    future->markCompleted(c10::IValue(outputs));
   });
 }
 

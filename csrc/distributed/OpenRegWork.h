@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,9 +29,12 @@ namespace c10d::openreg {
 
 class OpenRegWork : public Work {
  public:
+  // `finish`, if any, runs once gloo's works have succeeded, before this Work
+  // reports them complete (wait(), isCompleted(), the future): a receive into
+  // a staging buffer copies it into its tensor there.
   OpenRegWork(
       int rank, OpType type, const char* op, c10::Device device, std::shared_ptr<const PeerProcesses> peers,
-      std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs);
+      std::vector<at::Tensor> host_views, std::vector<at::Tensor> outputs, std::function<void()> finish = nullptr);
 
   // The launch's outcome: gloo's works, or the error that stopped it.
   void launched(std::vector<c10::intrusive_ptr<Work>> gloo_works);
@@ -54,11 +58,20 @@ class OpenRegWork : public Work {
   // Completes `future` when the gloo works do (or with the launch error).
   void complete_when_done(const c10::intrusive_ptr<c10::ivalue::Future>& future) const;
 
+  // Shared with the future's callback, which may outlive this Work.
+  struct Finish {
+    std::once_flag once;
+    std::function<void()> run;
+  };
+  // Runs `finish` once; a caller racing another waits for it to be done.
+  static void finish(Finish& finish);
+
   const char* op_;
   c10::Device device_;
   std::shared_ptr<const PeerProcesses> peers_;
   const std::vector<at::Tensor> host_views_;
   const std::vector<at::Tensor> outputs_;
+  const std::shared_ptr<Finish> finish_;
 
   mutable std::mutex launch_mutex_;
   std::condition_variable launch_done_;

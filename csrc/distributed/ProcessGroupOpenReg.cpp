@@ -86,7 +86,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce(TensorList& tensors, con
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allreduce_coalesced(
     TensorList& tensors, const AllreduceCoalescedOptions& opts) {
   CollectiveCall call(*this, "allreduce_coalesced", OpType::ALLREDUCE_COALESCED);
-  call.option("reduce_op", reduction(opts.reduceOp)).same(tensors);
+  call.option("reduce_op", reduction(opts.reduceOp)).same(tensors, LayoutRule::kDense);
   return call.launch(opts.asyncOp, tensors, [hosts = call.view(tensors), opts](Backend& gloo) mutable {
     return gloo.allreduce_coalesced(hosts, opts);
   });
@@ -103,7 +103,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce(TensorList& tensors, const 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather(
     TensorLists& outputs, TensorList& inputs, const AllgatherOptions& opts) {
   CollectiveCall call(*this, "allgather", OpType::ALLGATHER);
-  call.same(inputs).same(outputs);
+  call.same(inputs).same(outputs, LayoutRule::kCopied);
   return call.launch(
       opts.asyncOp, flattened(outputs),
       [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts](Backend& gloo) mutable {
@@ -125,7 +125,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::_allgather_base(
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::allgather_coalesced(
     TensorLists& outputs, TensorList& inputs, const AllgatherOptions& opts) {
   CollectiveCall call(*this, "allgather_coalesced", OpType::ALLGATHER_COALESCED);
-  call.same(inputs).same(outputs);
+  call.same(inputs).same(outputs, LayoutRule::kCopied);
   return call.launch(
       opts.asyncOp, flattened(outputs),
       [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts](Backend& gloo) mutable {
@@ -180,7 +180,7 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::scatter(
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::reduce_scatter(
     TensorList& outputs, TensorLists& inputs, const ReduceScatterOptions& opts) {
   CollectiveCall call(*this, "reduce_scatter", OpType::REDUCE_SCATTER);
-  call.option("reduce_op", reduction(opts.reduceOp)).same(outputs).same(inputs);
+  call.option("reduce_op", reduction(opts.reduceOp)).same(outputs).same(inputs, LayoutRule::kCopied);
   return call.launch(
       opts.asyncOp, outputs,
       [host_outputs = call.view(outputs), host_inputs = call.view(inputs), opts](Backend& gloo) mutable {
@@ -240,19 +240,19 @@ c10::intrusive_ptr<Work> ProcessGroupOpenReg::alltoall(
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::send(TensorList& tensors, int dst_rank, int tag) {
   CollectiveCall call(*this, "send", OpType::SEND);
-  auto hosts = call.local(tensors).view(tensors);
+  auto hosts = call.sent(tensors);
   return call.started(gloo_->send(hosts, dst_rank, tag), {});
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::recv(TensorList& tensors, int src_rank, int tag) {
   CollectiveCall call(*this, "recv", OpType::RECV);
-  auto hosts = call.local(tensors).view(tensors);
+  auto hosts = call.received(tensors);
   return call.started(gloo_->recv(hosts, src_rank, tag), tensors);
 }
 
 c10::intrusive_ptr<Work> ProcessGroupOpenReg::recvAnysource(TensorList& tensors, int tag) {
   CollectiveCall call(*this, "recv_anysource", OpType::RECVANYSOURCE);
-  auto hosts = call.local(tensors).view(tensors);
+  auto hosts = call.received(tensors);
   return call.started(gloo_->recvAnysource(hosts, tag), tensors);
 }
 

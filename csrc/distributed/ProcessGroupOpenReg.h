@@ -29,9 +29,13 @@
 // tensor shapes and dtypes) in one small gloo allgather (ArgumentAgreement.h):
 // gloo itself checks none of it, and a mismatch there hangs, corrupts, or
 // kills the process from a gloo thread. A mismatch raises on every rank,
-// naming each rank's arguments. An asynchronous collective agrees and launches
-// on the group's launcher thread (CollectiveLauncher.h), so the call returns
-// at once. A failed collective names the peers that are no longer running.
+// naming each rank's arguments. gloo moves most tensors as raw memory from
+// data_ptr(), whatever their strides, so such a tensor must be contiguous in
+// its suggested memory format, as NCCL requires (LayoutRule, CollectiveCall.h);
+// point-to-point operations take any tensor, through a dense copy. An
+// asynchronous collective agrees and launches on the group's launcher thread
+// (CollectiveLauncher.h), so the call returns at once. A failed collective
+// names the peers that are no longer running.
 namespace c10d::openreg {
 
 class CollectiveCall;
