@@ -364,7 +364,13 @@ def test_every_rule_names_an_operator_of_this_torch_and_a_source():
 
     with open(contract._RULES_FILE) as f:
         table = yaml.safe_load(f)
-    assert set(table) == {"dtype_refusals", "nondeterministic_alerts", "missing_on_cuda", "not_refused"}
+    assert set(table) == {
+        "dtype_refusals",
+        "nondeterministic_alerts",
+        "missing_on_cuda",
+        "widened_dtypes",
+        "not_refused",
+    }
     assert all(entry["reason"] for entry in table.pop("not_refused"))
     for kind, entries in table.items():
         for entry in entries:
@@ -668,7 +674,12 @@ def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
     )
     differences, refused, not_refused, cuda = json.loads(result.stdout.splitlines()[-1])
     unaccounted = {
-        name: sorted(set(dtypes) - set(refused.get(name, [])) - set(refused.get(name.split(".")[0], [])) - set(not_refused.get(name, [])))
+        name: sorted(
+            set(dtypes)
+            - set(refused.get(name, []))
+            - set(refused.get(name.split(".")[0], []))
+            - set(not_refused.get(name, []))
+        )
         for name, dtypes in differences.items()
     }
     assert {name: d for name, d in unaccounted.items() if d} == {}
@@ -699,3 +710,21 @@ def test_random_stream_of_the_devices_own_differs_from_the_cpus_and_repeats():
     assert own == again  # the same numbers every run
     default = run_python(code).stdout.split(" ", 4)
     assert default[:2] == ["True", "True"], default
+
+
+# ---- dtypes CUDA has and the CPU lacks ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.int64], ids=str)
+def test_integer_histc_computes_as_cuda_does(dtype):
+    x = torch.tensor([0, 1, 1, 3, 7, 7, 7, 9], dtype=dtype)
+    with pytest.raises(RuntimeError, match="not implemented for"):
+        torch.histc(x, bins=4)  # the CPU has no integer histc; CUDA has
+    for kwargs in ({"bins": 4}, {"bins": 5, "min": 1, "max": 8}, {"bins": 3, "min": 2, "max": 2}):
+        got = torch.histc(x.to(DEVICE), **kwargs)
+        # documented as the CPU's float64 computation cast back, exact for these values
+        assert_same(got, torch.histc(x.double(), **kwargs).to(dtype))
+    with contract.enabled(False), pytest.raises(RuntimeError, match="not implemented for"):
+        torch.histc(x.to(DEVICE), bins=4)
+    with DeterministicGuard(True):
+        torch.histc(x.to(DEVICE), bins=4)  # CUDA alerts for floating input only

@@ -43,12 +43,15 @@ struct ResolvedRefusal {
 struct CudaContractRule {
   std::string name;
   std::vector<DtypeRefusal> refusals;
+  std::optional<DtypeWidening> widening;
   std::optional<std::pair<std::string, RuleCondition>> alert;  // caller, condition
   bool missing_on_cuda = false;
   // Filled at the first lookup, when the schema is known.
   bool resolved = false;
   std::vector<ResolvedRefusal> resolved_refusals;
   ResolvedCondition resolved_alert;
+  int widened_argument = -1;
+  DtypeSet widened_dtypes;
 };
 
 namespace {
@@ -205,6 +208,15 @@ void resolve_rule(CudaContractRule& rule, const c10::FunctionSchema& schema) {
   if (rule.alert) {
     rule.resolved_alert = resolve(schema, rule.name, rule.alert->second);
   }
+  if (rule.widening) {
+    TORCH_CHECK(
+        !schema.is_mutable(), "openreg's CUDA contract: ", rule.name,
+        " writes an argument; only functional overloads can be computed in a wider dtype");
+    rule.widened_argument = index_of(schema, rule.name, rule.widening->argument);
+    for (const c10::ScalarType dtype : rule.widening->dtypes) {
+      rule.widened_dtypes.set(static_cast<size_t>(dtype));
+    }
+  }
   rule.resolved = true;
 }
 
@@ -213,6 +225,13 @@ void resolve_rule(CudaContractRule& rule, const c10::FunctionSchema& schema) {
 void add_dtype_refusal(const std::string& op_name, DtypeRefusal refusal) {
   std::lock_guard<std::mutex> lock(g_rules_mutex);
   rule_named(op_name).refusals.push_back(std::move(refusal));
+}
+
+void add_dtype_widening(const std::string& op_name, DtypeWidening widening) {
+  std::lock_guard<std::mutex> lock(g_rules_mutex);
+  CudaContractRule& rule = rule_named(op_name);
+  TORCH_CHECK(!rule.widening, "openreg's CUDA contract: two widenings for ", op_name);
+  rule.widening = std::move(widening);
 }
 
 void add_nondeterministic_alert(const std::string& op_name, const std::string& caller, const RuleCondition& when) {
@@ -287,6 +306,32 @@ void check_cuda_contract(const CudaContractRule& rule, const torch::jit::Stack& 
   if (rule.alert && at::globalContext().deterministicAlgorithms() &&
       holds(rule.resolved_alert, stack, arguments_begin)) {
     at::globalContext().alertNotDeterministic(rule.alert->first);
+  }
+}
+
+std::optional<c10::ScalarType> widen_host_arguments(
+    const CudaContractRule& rule, torch::jit::Stack& stack, size_t arguments_begin) {
+  if (rule.widened_argument < 0 || !cuda_contract_enabled()) {
+    return std::nullopt;
+  }
+  const c10::IValue& argument = stack[arguments_begin + rule.widened_argument];
+  if (!argument.isTensor() || !rule.widened_dtypes.test(static_cast<size_t>(argument.toTensor().scalar_type()))) {
+    return std::nullopt;
+  }
+  const c10::ScalarType dtype = argument.toTensor().scalar_type();
+  for (size_t i = arguments_begin; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined() && stack[i].toTensor().scalar_type() == dtype) {
+      stack[i] = stack[i].toTensor().to(rule.widening->computed_as);
+    }
+  }
+  return dtype;
+}
+
+void narrow_host_results(torch::jit::Stack& stack, size_t num_returns, c10::ScalarType dtype) {
+  for (size_t i = stack.size() - num_returns; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined()) {
+      stack[i] = stack[i].toTensor().to(dtype);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,16 @@ struct DtypeRefusal {
   bool unless_same_size = false;
 };
 
+// A dtype CUDA's kernel computes and the CPU's does not (integer histc): the
+// host computes the call in `computed_as` and casts the results back.
+struct DtypeWidening {
+  std::string argument;
+  std::vector<c10::ScalarType> dtypes;
+  c10::ScalarType computed_as = c10::ScalarType::Double;
+};
+
 void add_dtype_refusal(const std::string& op_name, DtypeRefusal refusal);
+void add_dtype_widening(const std::string& op_name, DtypeWidening widening);
 void add_nondeterministic_alert(const std::string& op_name, const std::string& caller, const RuleCondition& when);
 void add_operator_missing_on_cuda(const std::string& op_name);
 
@@ -77,6 +87,14 @@ const CudaContractRule* cuda_contract_rule(const char* op_name);
 // Raises (or alerts) if the call on `stack` breaks the rule. The arguments
 // start at `arguments_begin`.
 void check_cuda_contract(const CudaContractRule& rule, const torch::jit::Stack& stack, size_t arguments_begin);
+
+// For a call the rule widens: replaces the tensor arguments of the widened
+// dtype on the host stack by copies in the wider one, and returns the dtype
+// the results are cast back to; nullopt for every other call.
+std::optional<c10::ScalarType> widen_host_arguments(
+    const CudaContractRule& rule, torch::jit::Stack& stack, size_t arguments_begin);
+// Casts the tensor results (the stack's last `num_returns` values) to `dtype`.
+void narrow_host_results(torch::jit::Stack& stack, size_t num_returns, c10::ScalarType dtype);
 
 // OPENREG_CUDA_CONTRACT until set: torch.openreg.cuda_contract.enable() /
 // disable(). Off, openreg answers as the CPU does.

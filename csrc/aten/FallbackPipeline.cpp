@@ -165,12 +165,19 @@ void run_on_host(
         map_tensors(arguments[k], [&](const at::Tensor& t) { return host_argument(views, t, written); });
   }
 
+  // A dtype CUDA computes and the CPU does not: computed in a wider one.
+  const std::optional<c10::ScalarType> widened = policy.cuda_contract == nullptr
+      ? std::nullopt
+      : widen_host_arguments(*policy.cuda_contract, *stack, arguments_begin);
   std::optional<AllocateResultsOnDevice> on_device;
   if (results == KernelAllocations::OnDevice || (policy.allocates_only_results && host_key == c10::DispatchKey::CPU)) {
     on_device.emplace();
   }
   op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
   on_device.reset();
+  if (widened) {
+    narrow_host_results(*stack, op.schema().returns().size(), *widened);
+  }
 
   if (policy.writes_arguments) {
     views.write_back();

@@ -164,6 +164,19 @@ BINDING(
     py_cuda_contract_add_dtype_refusal, (const std::string& op, const py::dict& entry),
     at::openreg::add_dtype_refusal(op, refusal_of(op, entry));)
 BINDING(
+    py_cuda_contract_add_widening,
+    (const std::string& op, const std::string& argument, const std::vector<std::string>& dtype_names,
+     const std::string& computed_as),
+    {
+      at::openreg::DtypeWidening widening;
+      widening.argument = argument;
+      for (const std::string& name : dtype_names) {
+        widening.dtypes.push_back(scalar_type_named(name));
+      }
+      widening.computed_as = scalar_type_named(computed_as);
+      at::openreg::add_dtype_widening(op, std::move(widening));
+    })
+BINDING(
     py_cuda_contract_add_alert, (const std::string& op, const std::string& caller, const py::tuple& when),
     at::openreg::add_nondeterministic_alert(op, caller, condition_of(when, op));)
 BINDING(py_cuda_contract_add_missing, (const std::string& op), at::openreg::add_operator_missing_on_cuda(op);)
@@ -360,6 +373,7 @@ PYBIND11_MODULE(_C, m) {
           PyCFunction_NewEx(&at::openreg::compiled_kernel_call_method, nullptr, m.ptr())));
   m.def("_cuda_contract_add_dtype_refusal", &py_cuda_contract_add_dtype_refusal);
   m.def("_cuda_contract_add_alert", &py_cuda_contract_add_alert);
+  m.def("_cuda_contract_add_widening", &py_cuda_contract_add_widening);
   m.def("_cuda_contract_add_missing", &py_cuda_contract_add_missing);
   m.def("_set_cuda_contract_enabled", [](bool enabled) { at::openreg::set_cuda_contract_enabled(enabled); });
   m.def("_cuda_contract_enabled", [] { return at::openreg::cuda_contract_enabled(); });

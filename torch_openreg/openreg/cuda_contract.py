@@ -3,7 +3,8 @@
 openreg's kernels are the CPU's, so without this a program that fails on a GPU would pass on openreg. On by default
 (``OPENREG_CUDA_CONTRACT=0`` or ``disable()`` answers as the CPU does):
 
-- a dtype CUDA's kernel lacks raises what CUDA raises (``"addmm_cuda" not implemented for 'Long'``);
+- a dtype CUDA's kernel lacks raises what CUDA raises (``"addmm_cuda" not implemented for 'Long'``); a dtype CUDA
+  computes and the CPU does not is computed in a wider one (integer ``torch.histc``);
 - an operator CUDA has no kernel for (``torch.histogram``) raises ``NotImplementedError``;
 - under ``torch.use_deterministic_algorithms(True)``, an operator whose CUDA kernel is nondeterministic raises (or
   warns, with ``warn_only=True``) through ATen's own alert, naming CUDA's kernel.
@@ -43,7 +44,7 @@ def _table() -> dict:
 
 def rules() -> list[tuple[str, str, str]]:
     """Every rule in force for the installed torch: ``(operator, kind, what)``, kind being ``dtype``,
-    ``nondeterministic`` or ``missing_on_cuda``."""
+    ``nondeterministic``, ``missing_on_cuda`` or ``widened``."""
     listed = []
     table = _table()
     for entry in table["dtype_refusals"]:
@@ -57,6 +58,9 @@ def rules() -> list[tuple[str, str, str]]:
     for entry in table["missing_on_cuda"]:
         for op in entry["operators"]:
             listed.append((op, "missing_on_cuda", "CUDA has no kernel"))
+    for entry in table["widened_dtypes"]:
+        for op in entry["operators"]:
+            listed.append((op, "widened", f'{", ".join(entry["dtypes"])} computed as {entry["computed_as"]}'))
     return sorted(listed)
 
 
@@ -96,6 +100,9 @@ def _register() -> None:
     for entry in table["missing_on_cuda"]:
         for op in entry["operators"]:
             _C._cuda_contract_add_missing(op)
+    for entry in table["widened_dtypes"]:
+        for op in entry["operators"]:
+            _C._cuda_contract_add_widening(op, entry["argument"], entry["dtypes"], entry["computed_as"])
 
 
 def is_enabled() -> bool:
