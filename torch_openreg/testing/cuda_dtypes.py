@@ -48,13 +48,18 @@ def refused_by_opinfo() -> dict[str, set]:
 def opinfo_differences() -> dict[str, set]:
     """OpInfo full name -> the CPU dtypes its CUDA dtypes lack, in the installed torch's database, with the
     capability-dependent entries resolved as on an sm_80 GPU (bfloat16 matrix products work there). Call it in a
-    fresh process: it makes torch.cuda claim such a GPU before the database is imported."""
+    fresh process: it sets the database's capability flags before the database is imported."""
+    import re
     import sys
 
     assert "torch.testing._internal.common_methods_invocations" not in sys.modules, "call in a fresh process"
-    torch.cuda.is_available = lambda: True
-    torch.cuda.get_device_capability = lambda device=None: (8, 0)
-    torch.cuda.device_count = lambda: 1
+    from torch.testing._internal import common_cuda
+
+    # The database reads these capability flags (SM53OrLater, SM80OrLater, ...) when it is imported.
+    for name in dir(common_cuda):
+        match = re.fullmatch(r"SM(\d)(\d)OrLater", name)
+        if match:
+            setattr(common_cuda, name, (int(match[1]), int(match[2])) <= (8, 0))
     from torch.testing._internal.common_methods_invocations import op_db
 
     differences = {}
