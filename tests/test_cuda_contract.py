@@ -79,11 +79,6 @@ ALERTING = [
         "upsample_linear1d_backward_out_cuda",
     ),
     (
-        "upsample_bicubic2d_backward",
-        lambda d: grad_of(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), x4, d),
-        "upsample_bicubic2d_backward_out_cuda",
-    ),
-    (
         "reflection_pad1d_backward",
         lambda d: grad_of(torch.nn.ReflectionPad1d(2), x3, d),
         "reflection_pad1d_backward_out_cuda",
@@ -163,6 +158,14 @@ ALERTING = [
         "index_reduce_cuda",
     ),
 ]
+if torch.__version__ < "2.15":  # 2.15's F.interpolate reroutes bicubic as it does bilinear (deterministic backward)
+    ALERTING.append(
+        (
+            "upsample_bicubic2d_backward",
+            lambda d: grad_of(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), x4, d),
+            "upsample_bicubic2d_backward_out_cuda",
+        )
+    )
 if torch.__version__.startswith("2.13."):  # 2.14's docstring no longer lists cumsum: CUDA's scan became deterministic
     ALERTING.append(("cumsum_float", lambda d: make_cpu(5, seed=9).to(d).cumsum(0), "cumsum_cuda_kernel"))
 
@@ -417,7 +420,13 @@ CAPTURE_FORBIDDEN = [
     ),
     ("nonzero", lambda x: x.nonzero(), torch.AcceleratorError, "operation not permitted when stream is capturing"),
     ("boolean_mask", lambda x: x[x > 0], torch.AcceleratorError, "operation not permitted when stream is capturing"),
-    ("masked_assign", lambda x: x.__setitem__(x > 0, 0.0), torch.AcceleratorError, "operation not permitted"),
+    # (x[mask] = scalar is masked_fill_ on torch 2.15, which needs no synchronization)
+    (
+        "masked_index_put",
+        lambda x: x.index_put_((x > 0,), torch.zeros(1, device=DEVICE)),
+        torch.AcceleratorError,
+        "operation not permitted",
+    ),
     (
         "cpu",
         lambda x: x.cpu(),
