@@ -35,6 +35,7 @@ def _autoload() -> None:
 # then only defines names in a module the import discards.
 _DEFERRED = defer_to_installed_copy(__name__, __path__[0])
 
+import functools  # noqa: E402
 import sys  # noqa: E402
 
 import torch  # noqa: E402
@@ -78,11 +79,14 @@ def _register_opinfo_dtypes() -> None:
     cuda_dtypes.register()
 
 
-def _register_with_lightning() -> None:
-    """Lightning's accelerator "openreg" (see _lightning.py), once lightning.pytorch is imported."""
+def _register_with_lightning(package) -> None:
+    """Lightning's accelerator "openreg" (see _lightning.py), once ``package`` (Fabric's or the Trainer's) is imported."""
     from . import _lightning
 
-    _lightning.register()
+    if package in _lightning.FABRIC_PACKAGES:
+        _lightning.register_fabric(package)
+    else:
+        _lightning.register(package)
 
 
 if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
@@ -123,6 +127,8 @@ if not _DEFERRED and _REFUSAL is None and _claim_privateuse1():
 
     from ._after_import import after_import
 
-    after_import("lightning.pytorch", _register_with_lightning)
+    # Fabric's packages first: each Trainer package is built on one and imports it first.
+    for _package in ("lightning.fabric", "lightning.pytorch", "lightning_fabric", "pytorch_lightning"):
+        after_import(_package, functools.partial(_register_with_lightning, _package))
     # OpInfo's dtypes for openreg: the CPU's, less those refused as CUDA refuses them.
     after_import("torch.testing._internal.common_methods_invocations", _register_opinfo_dtypes)

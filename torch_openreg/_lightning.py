@@ -2,8 +2,12 @@
 
 Lightning looks accelerators up by name in two registries (the Trainer's
 ``AcceleratorRegistry`` and Fabric's ``ACCELERATOR_REGISTRY``); it has no entry
-point for them, so torch_openreg registers ``OpenRegAccelerator`` in both right
-after ``lightning.pytorch`` is imported (``import lightning`` imports it too).
+point for them, so torch_openreg registers an ``OpenRegAccelerator`` in each
+right after its package is imported: ``lightning.fabric`` and
+``lightning.pytorch`` (``import lightning`` imports both), and the standalone
+packages of the same release, ``lightning_fabric`` and ``pytorch_lightning``,
+which are the same code under other module names, with registries and
+connectors of their own.
 
 Registering is not enough. Two decisions of Lightning's connectors name devices
 from a fixed list (``cuda``, ``gpu``, ``mps``) instead of asking the
@@ -31,30 +35,27 @@ somewhere else.
 """
 
 import functools
+import importlib
 import warnings
 
 import torch
-from lightning.fabric import connector as fabric_connector
-from lightning.fabric.accelerators import ACCELERATOR_REGISTRY as FABRIC_ACCELERATORS
-from lightning.fabric.plugins.precision.amp import MixedPrecision as FabricMixedPrecision
-from lightning.fabric.strategies import DDPStrategy as FabricDDPStrategy
-from lightning.fabric.strategies import SingleDeviceStrategy as FabricSingleDeviceStrategy
-from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.accelerators import Accelerator, AcceleratorRegistry
-from lightning.pytorch.plugins.precision import MixedPrecision
-from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from torch.nn.parallel import DistributedDataParallel
-from lightning.pytorch.trainer.connectors import accelerator_connector
 
 _DEVICE = torch._C._get_privateuse1_backend_name()
 
+# Lightning's two packagings of one release: the unified package's modules, and the standalone packages'.
+TRAINER_PACKAGES = {"lightning.pytorch": "lightning.fabric", "pytorch_lightning": "lightning_fabric"}
+FABRIC_PACKAGES = tuple(TRAINER_PACKAGES.values())
 
-class OpenRegAccelerator(Accelerator):
-    """openreg for Lightning, as ``CUDAAccelerator`` is CUDA's."""
+
+class _OpenRegMethods:
+    """openreg for Lightning, as ``CUDAAccelerator`` is CUDA's (Fabric's and the Trainer's accelerator share these)."""
+
+    _misconfiguration = RuntimeError  # each package's MisconfigurationException, set on its class
 
     def setup_device(self, device: torch.device) -> None:
         if device.type != _DEVICE:
-            raise MisconfigurationException(f"Device should be {_DEVICE}, got {device} instead")
+            raise self._misconfiguration(f"Device should be {_DEVICE}, got {device} instead")
         torch.openreg.set_device(device)
 
     def setup(self, trainer) -> None:
@@ -66,8 +67,8 @@ class OpenRegAccelerator(Accelerator):
     def get_device_stats(self, device) -> dict:
         return torch.openreg.memory_stats(device)
 
-    @staticmethod
-    def parse_devices(devices):
+    @classmethod
+    def parse_devices(cls, devices):
         """``devices`` as the Trainer takes it for GPUs: N (the first N), -1 or "-1" (all), "0,2" or [0, 2]."""
         if isinstance(devices, str):
             devices = devices.strip()
@@ -75,16 +76,16 @@ class OpenRegAccelerator(Accelerator):
         count = torch.openreg.device_count()
         if isinstance(devices, int):
             if devices < -1:
-                raise MisconfigurationException(f"devices must be -1, 0 or positive for {_DEVICE}, got {devices}")
+                raise cls._misconfiguration(f"devices must be -1, 0 or positive for {_DEVICE}, got {devices}")
             devices = list(range(count if devices == -1 else devices))
         devices = list(devices)
         if not devices:
             return None
         if len(set(devices)) != len(devices):
-            raise MisconfigurationException(f"{_DEVICE} devices must be unique, got {devices}")
+            raise cls._misconfiguration(f"{_DEVICE} devices must be unique, got {devices}")
         unavailable = [d for d in devices if not 0 <= d < count]
         if unavailable:
-            raise MisconfigurationException(
+            raise cls._misconfiguration(
                 f"You requested {_DEVICE} devices {devices}, but this process has {count} "
                 f"(0 to {count - 1}; OPENREG_DEVICE_COUNT sets how many)"
             )
@@ -111,9 +112,19 @@ class OpenRegAccelerator(Accelerator):
         accelerator_registry.register(cls.name(), cls, description=cls.__name__)
 
 
+# package name -> its OpenRegAccelerator class (the Trainer's in a Trainer package, Fabric's in a Fabric package)
+ACCELERATORS = {}
+
+
+def _accelerator_class(base, misconfiguration):
+    return type(
+        "OpenRegAccelerator", (_OpenRegMethods, base), {"__module__": __name__, "_misconfiguration": misconfiguration}
+    )
+
+
 def _openreg_selected(connector) -> bool:
     flag = connector._accelerator_flag
-    return flag == _DEVICE or isinstance(flag, OpenRegAccelerator)
+    return flag == _DEVICE or isinstance(flag, _OpenRegMethods)
 
 
 def _place_on_openreg(connector_class, single_device_strategy, mixed_precision) -> None:
@@ -163,30 +174,69 @@ def _build_ddp_on_an_openreg_stream(strategy_class, method, device_ids) -> None:
     setattr(strategy_class, method, build_on_openreg)
 
 
-_WRAPPED = [  # (class, method): what register() wraps
-    (accelerator_connector._AcceleratorConnector, "_choose_strategy"),
-    (accelerator_connector._AcceleratorConnector, "_check_and_init_precision"),
-    (fabric_connector._Connector, "_choose_strategy"),
-    (fabric_connector._Connector, "_check_and_init_precision"),
-    (DDPStrategy, "_setup_model"),
-    (DDPStrategy, "determine_ddp_device_ids"),
-    (FabricDDPStrategy, "setup_module"),
-    (FabricDDPStrategy, "_determine_ddp_device_ids"),
-]
+def _import(package, *names):
+    return [importlib.import_module(f"{package}.{name}") for name in names]
 
 
-def register() -> None:
-    missing = [f"{owner.__module__}.{owner.__name__}.{name}" for owner, name in _WRAPPED if not hasattr(owner, name)]
-    if missing:
-        warnings.warn(
-            f"torch_openreg: accelerator='{_DEVICE}' is not registered with this Lightning release: "
-            f"it lacks {', '.join(missing)}, which choose the device of single-device training and of mixed "
-            "precision or build DDP; without openreg's answer there, Lightning would train elsewhere or fail"
-        )
+def _missing(wrapped) -> list:
+    return [f"{owner.__module__}.{owner.__name__}.{name}" for owner, name in wrapped if not hasattr(owner, name)]
+
+
+def _warn_missing(package, missing) -> None:
+    warnings.warn(
+        f"torch_openreg: accelerator='{_DEVICE}' is not registered with {package} of this Lightning release: "
+        f"it lacks {', '.join(missing)}, which choose the device of single-device training and of mixed "
+        "precision or build DDP; without openreg's answer there, Lightning would train elsewhere or fail"
+    )
+
+
+def register_fabric(package="lightning.fabric") -> None:
+    """Fabric's ``accelerator="openreg"`` in ``package`` (``lightning.fabric`` or ``lightning_fabric``)."""
+    if package in ACCELERATORS:
         return
-    _place_on_openreg(accelerator_connector._AcceleratorConnector, SingleDeviceStrategy, MixedPrecision)
-    _place_on_openreg(fabric_connector._Connector, FabricSingleDeviceStrategy, FabricMixedPrecision)
-    _build_ddp_on_an_openreg_stream(DDPStrategy, "_setup_model", "determine_ddp_device_ids")
-    _build_ddp_on_an_openreg_stream(FabricDDPStrategy, "setup_module", "_determine_ddp_device_ids")
-    OpenRegAccelerator.register_accelerators(AcceleratorRegistry)
-    OpenRegAccelerator.register_accelerators(FABRIC_ACCELERATORS)
+    connector, accelerators, amp, strategies, exceptions = _import(
+        package, "connector", "accelerators", "plugins.precision.amp", "strategies", "utilities.exceptions"
+    )
+    wrapped = [
+        (connector._Connector, "_choose_strategy"),
+        (connector._Connector, "_check_and_init_precision"),
+        (strategies.DDPStrategy, "setup_module"),
+        (strategies.DDPStrategy, "_determine_ddp_device_ids"),
+    ]
+    missing = _missing(wrapped)
+    if missing:
+        _warn_missing(package, missing)
+        return
+    _place_on_openreg(connector._Connector, strategies.SingleDeviceStrategy, amp.MixedPrecision)
+    _build_ddp_on_an_openreg_stream(strategies.DDPStrategy, "setup_module", "_determine_ddp_device_ids")
+    accelerator = _accelerator_class(accelerators.Accelerator, exceptions.MisconfigurationException)
+    accelerator.register_accelerators(accelerators.ACCELERATOR_REGISTRY)
+    ACCELERATORS[package] = accelerator
+
+
+def register(package="lightning.pytorch") -> None:
+    """The Trainer's ``accelerator="openreg"`` in ``package`` (``lightning.pytorch`` or ``pytorch_lightning``), and
+    Fabric's in the Fabric package it is built on."""
+    fabric = TRAINER_PACKAGES[package]
+    register_fabric(fabric)
+    if package in ACCELERATORS:
+        return
+    connectors, accelerators, precision, strategies = _import(
+        package, "trainer.connectors.accelerator_connector", "accelerators", "plugins.precision", "strategies"
+    )
+    (exceptions,) = _import(fabric, "utilities.exceptions")
+    wrapped = [
+        (connectors._AcceleratorConnector, "_choose_strategy"),
+        (connectors._AcceleratorConnector, "_check_and_init_precision"),
+        (strategies.DDPStrategy, "_setup_model"),
+        (strategies.DDPStrategy, "determine_ddp_device_ids"),
+    ]
+    missing = _missing(wrapped)
+    if missing:
+        _warn_missing(package, missing)
+        return
+    _place_on_openreg(connectors._AcceleratorConnector, strategies.SingleDeviceStrategy, precision.MixedPrecision)
+    _build_ddp_on_an_openreg_stream(strategies.DDPStrategy, "_setup_model", "determine_ddp_device_ids")
+    accelerator = _accelerator_class(accelerators.Accelerator, exceptions.MisconfigurationException)
+    accelerator.register_accelerators(accelerators.AcceleratorRegistry)
+    ACCELERATORS[package] = accelerator
