@@ -1,7 +1,9 @@
 """Device-generic correctness suites: PyTorch's OpInfo operators (opinfo), ModuleInfo modules (modules) and
 OptimizerInfo optimizers (optim) run on the device and on the CPU and compared case by case; compile runs the OpInfo
 operators through torch.compile on the device against eager CPU; external runs a PyTorch device-generic test file for
-the device; fuzz runs random operator programs on both and compares them bit for bit. Details: docs/testing.md."""
+the device; fuzz runs random operator programs on both and compares them bit for bit; libraries runs a library's own
+test suite (timm, transformers, diffusers, accelerate) on the CPU and on the device and lists what differs. Details:
+docs/testing.md, docs/libraries.md."""
 
 import argparse
 import importlib
@@ -69,6 +71,13 @@ def _parser():
         "--bypass-device-restrictions", action="store_true", help="run @onlyOn / @onlyCUDA tests on openreg too"
     )
     ext.epilog = "Other options are passed to pytest."
+
+    # Parsed by libraries.main (see main below); listed here for --help.
+    commands.add_parser(
+        "libraries",
+        help="a library's own test suite on the CPU and on openreg (libraries {list,env,compare} --help)",
+        add_help=False,
+    )
 
     fuzz = commands.add_parser("fuzz", help="random operator programs against the CPU, divergences shrunk")
     fuzz.add_argument("--seconds", type=float, default=600.0, help="stop after this long (default 600)")
@@ -142,6 +151,11 @@ def _jobs(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["libraries"]:
+        from . import libraries
+
+        return libraries.main(argv[1:])
     parser = _parser()
     args, pytest_args = parser.parse_known_args(argv)
     if args.command == "external":

@@ -40,18 +40,22 @@ def pytest_collection_modifyitems(config, items):
     items[:] = kept
 
 
-def pytest_runtest_logreport(report):
+def outcome_of(report):
+    """A test phase's outcome: passed / failed / skipped / xfail, or None for a setup or teardown that passed."""
     if report.failed:
-        status = "failed"
-    elif hasattr(report, "wasxfail"):
-        status = "xfail" if report.skipped else "passed"
-    elif report.skipped:
-        status = "skipped"
-    elif report.when == "call":
-        status = "passed"
-    else:
-        return
-    if _outcomes.get(report.nodeid) != "failed":
+        return "failed"
+    if hasattr(report, "wasxfail"):
+        return "xfail" if report.skipped else "passed"
+    if report.skipped:
+        return "skipped"
+    if report.when == "call":
+        return "passed"
+    return None
+
+
+def pytest_runtest_logreport(report):
+    status = outcome_of(report)
+    if status is not None and _outcomes.get(report.nodeid) != "failed":
         _outcomes[report.nodeid] = status
 
 
