@@ -373,8 +373,9 @@ def test_every_rule_names_an_operator_of_this_torch_and_a_source():
         "missing_on_cuda",
         "widened_dtypes",
         "not_refused",
+        "not_widened",
     }
-    assert all(entry["reason"] for entry in table.pop("not_refused"))
+    assert all(entry["reason"] for entry in table.pop("not_refused") + table.pop("not_widened"))
     for kind, entries in table.items():
         for entry in entries:
             assert entry.get("source"), entry
@@ -670,7 +671,8 @@ def test_dtypes_cuda_has_compute_as_the_cpu(name, fn, args):
 @pytest.mark.slow
 def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
     # Regenerated from the installed torch's OpInfo database, resolved as on an sm_80 GPU: every CPU dtype CUDA
-    # lacks is refused or recorded as not refused with a reason, and no refusal covers a dtype CUDA has.
+    # lacks is refused or recorded as not refused with a reason, and no refusal covers a dtype CUDA has; every CUDA
+    # dtype the CPU lacks is widened or recorded as not widened, and no widening covers a dtype CUDA lacks.
     result = run_python(
         """
         import json
@@ -680,25 +682,33 @@ def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
         differences = cuda_dtypes.opinfo_differences()
         from torch.testing._internal.common_methods_invocations import op_db
         cuda = {op.full_name: sorted(map(str, op.dtypesIf.get("cuda", op.dtypes))) for op in op_db}
-        print(json.dumps([names(differences), names(cuda_dtypes.refused_by_opinfo()),
-                          names(cuda_dtypes.not_refused_by_opinfo()), cuda]))
+        print(json.dumps([
+            names({name: cpu_only for name, (cpu_only, _) in differences.items()}),
+            names({name: cuda_only for name, (_, cuda_only) in differences.items()}),
+            names(cuda_dtypes.refused_by_opinfo()), names(cuda_dtypes.recorded_by_opinfo("not_refused")),
+            names(cuda_dtypes.widened_by_opinfo()), names(cuda_dtypes.recorded_by_opinfo("not_widened")), cuda,
+        ]))
         """,
         timeout=300,
     )
-    differences, refused, not_refused, cuda = json.loads(result.stdout.splitlines()[-1])
-    unaccounted = {
-        name: sorted(
-            set(dtypes)
-            - set(refused.get(name, []))
-            - set(refused.get(name.split(".")[0], []))
-            - set(not_refused.get(name, []))
-        )
-        for name, dtypes in differences.items()
-    }
-    assert {name: d for name, d in unaccounted.items() if d} == {}
+    cpu_only, cuda_only, refused, not_refused, widened, not_widened, cuda = json.loads(result.stdout.splitlines()[-1])
+
+    def unaccounted(differences, *tables):
+        left = {
+            name: set(dtypes).difference(*(table.get(name, []) for table in tables))
+            - set().union(*(table.get(name.split(".")[0], []) for table in tables[:1]))
+            for name, dtypes in differences.items()
+        }
+        return {name: sorted(d) for name, d in left.items() if d}
+
+    assert unaccounted(cpu_only, refused, not_refused) == {}
+    assert unaccounted(cuda_only, widened, not_widened) == {}
     false_alarms = {name: sorted(set(dtypes) & set(cuda[name])) for name, dtypes in refused.items() if name in cuda}
     assert {name: d for name, d in false_alarms.items() if d} == {}
-    assert set(refused) | set(not_refused) <= set(cuda), "an opinfos entry names no OpInfo"
+    # A widening serves the dtypes CUDA's entry has (cuda_dtypes.apply gives openreg no others).
+    assert set(refused) | set(not_refused) | set(widened) | set(not_widened) <= set(cuda), (
+        "an opinfos entry names no OpInfo"
+    )
 
 
 # ---- random streams of the device's own ------------------------------------------------------------------------------
@@ -741,3 +751,146 @@ def test_integer_histc_computes_as_cuda_does(dtype):
         torch.histc(x.to(DEVICE), bins=4)
     with DeterministicGuard(True):
         torch.histc(x.to(DEVICE), bins=4)  # CUDA alerts for floating input only
+
+
+def _counterpart(dtype, from_, to):
+    """``dtype`` in a call computed in ``to`` instead of ``from_``: the dtype itself and its real or complex
+    counterpart (complex32's abs is half), as csrc/aten/CudaContract.cpp maps them; None if unchanged."""
+    if dtype == from_:
+        return to
+    if from_.is_complex and to.is_complex and dtype == from_.to_real():
+        return to.to_real()
+    if from_.is_floating_point and to.is_floating_point and dtype == from_.to_complex():
+        return to.to_complex() if to.to_complex() != dtype else None
+    return None
+
+
+def widened_on_the_cpu(fn, args, from_, to):
+    """The CPU's computation of ``fn(*args)`` in ``to``, its results cast back: what openreg documents its widened
+    calls to equal."""
+    wider = [a.to(_counterpart(a.dtype, from_, to) or a.dtype) if isinstance(a, torch.Tensor) else a for a in args]
+    result = fn(*wider)
+    narrow = lambda t: t.to(_counterpart(t.dtype, to, from_) or t.dtype) if isinstance(t, torch.Tensor) else t
+    return type(result)(map(narrow, result)) if isinstance(result, tuple) else narrow(result)
+
+
+def assert_same_bits(actual, expected, **kwargs):
+    """assert_same, also for complex32 (whose torch.equal the CPU lacks): compared as pairs of halves."""
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    if expected.dtype == torch.complex32:
+        actual, expected = torch.view_as_real(actual), torch.view_as_real(expected)
+    assert_same(actual, expected, **kwargs)
+
+
+c32 = torch.complex(make_cpu(6, seed=40), make_cpu(6, seed=41)).to(torch.complex32)
+c32_2 = torch.complex(make_cpu(6, seed=42), make_cpu(6, seed=43)).to(torch.complex32)
+h5 = make_cpu((1, 2, 4, 4, 4), seed=44)
+WIDENED = [
+    # (case id, the call, its CPU arguments, the dtype CUDA computes, the one openreg computes it in)
+    ("sin_complex32", torch.sin, (c32,), torch.complex32, torch.complex64),  # a DispatchStub operator
+    ("acos_complex32", torch.acos, (c32,), torch.complex32, torch.complex64),  # the fallback
+    ("sigmoid_complex32", torch.sigmoid, (c32,), torch.complex32, torch.complex64),
+    ("div_complex32", torch.div, (c32, c32_2), torch.complex32, torch.complex64),
+    ("pow_complex32", lambda a: a**2, (c32,), torch.complex32, torch.complex64),
+    ("lerp_complex32", lambda a, b: torch.lerp(a, b, 0.25), (c32, c32_2), torch.complex32, torch.complex64),
+    ("angle_complex32", torch.angle, (c32,), torch.complex32, torch.complex64),  # a half result
+    ("sum_complex32", lambda a: a.reshape(2, 3).sum(1), (c32,), torch.complex32, torch.complex64),
+    ("prod_complex32", torch.prod, (c32,), torch.complex32, torch.complex64),
+    ("trace_complex32", lambda a: a[:4].reshape(2, 2).trace(), (c32,), torch.complex32, torch.complex64),
+    ("fft_complex32", lambda a: torch.fft.fft(a[:4]), (c32,), torch.complex32, torch.complex64),
+    ("hfft_complex32", lambda a: torch.fft.hfft(a[:5]), (c32,), torch.complex32, torch.complex64),  # 8 outputs
+    ("trace_bool", torch.trace, (torch.eye(3, dtype=torch.bool),), torch.bool, torch.uint8),  # a Long result
+    ("abs_bool", torch.abs, (torch.tensor([True, False]),), torch.bool, torch.uint8),
+    ("avg_pool3d_half", lambda x: F.avg_pool3d(x, 2), (h5.half(),), torch.half, torch.float32),
+    ("avg_pool3d_bfloat16", lambda x: F.avg_pool3d(x, 2), (h5.bfloat16(),), torch.bfloat16, torch.float32),
+    (
+        "multi_margin_loss_half",
+        F.multi_margin_loss,
+        (make_cpu((3, 4), seed=45).half(), torch.tensor([0, 3, 1])),
+        torch.half,
+        torch.float32,
+    ),
+    (
+        "multilabel_margin_loss_bfloat16",
+        F.multilabel_margin_loss,
+        (make_cpu((2, 4), seed=46).bfloat16(), torch.tensor([[0, 2, -1, 1], [3, -1, 0, 0]])),
+        torch.bfloat16,
+        torch.float32,
+    ),
+    (
+        "antialiased_bilinear_half",
+        lambda x: F.interpolate(x, size=(3, 5), mode="bilinear", antialias=True),
+        (make_cpu((1, 2, 6, 7), seed=47).half(),),
+        torch.half,
+        torch.float32,
+    ),
+]
+
+
+@pytest.mark.parametrize("name, fn, args, from_, to", WIDENED, ids=[c[0] for c in WIDENED])
+def test_dtypes_cuda_has_and_the_cpu_lacks_compute_in_a_wider_one(name, fn, args, from_, to):
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        fn(*args)  # the CPU's kernel has no such dtype
+    device_args = [a.to(DEVICE) for a in args]
+    assert_same_bits(fn(*device_args), widened_on_the_cpu(fn, args, from_, to), check_stride=False)
+    with contract.enabled(False), pytest.raises((RuntimeError, NotImplementedError)):
+        fn(*device_args)  # the CPU's answer
+
+
+def test_widened_in_place_and_out_calls_write_the_callers_tensor():
+    for fn in (torch.sin, torch.exp, torch.acos):  # two DispatchStub operators, one through the fallback
+        x = c32.to(DEVICE)
+        storage = x.untyped_storage().data_ptr()
+        getattr(x, fn.__name__ + "_")()
+        assert x.untyped_storage().data_ptr() == storage and x.dtype == torch.complex32
+        assert_same_bits(x, widened_on_the_cpu(fn, (c32,), torch.complex32, torch.complex64))
+        out = torch.empty(0, dtype=torch.complex32, device=DEVICE)  # resized by the call
+        assert fn(c32.to(DEVICE), out=out) is out
+        assert_same_bits(out, x.cpu())
+    # a structured out= overload of a pooling backward, through the fallback
+    grad = torch.empty(0, dtype=torch.half, device=DEVICE)
+    x = h5.half().to(DEVICE)
+    torch.ops.aten.avg_pool3d_backward.grad_input(
+        torch.ones(1, 2, 2, 2, 2, dtype=torch.half, device=DEVICE),
+        x,
+        [2] * 3,
+        [2] * 3,
+        [0] * 3,
+        False,
+        True,
+        None,
+        grad_input=grad,
+    )
+    assert grad.shape == x.shape and grad.dtype == torch.half
+    assert torch.equal(grad.cpu(), torch.full(x.shape, 0.125, dtype=torch.half))
+    # The iterator's check names the call's dtypes, not the wider ones
+    with pytest.raises(RuntimeError, match="result type ComplexHalf can't be cast to the desired output type Half"):
+        torch.acos(c32.to(DEVICE), out=torch.empty(6, dtype=torch.half, device=DEVICE))
+
+
+def test_widened_backward_as_cuda_computes_it():
+    for dtype in (torch.half, torch.bfloat16):
+        got = grad_of(torch.nn.AvgPool3d(2), h5.to(dtype), DEVICE)
+        assert_same(got, grad_of(torch.nn.AvgPool3d(2), h5, "cpu").to(dtype))
+    x = c32.to(DEVICE).requires_grad_()
+    torch.tanh(x).abs().sum().backward()
+    assert x.grad.dtype == torch.complex32
+    x64 = c32.to(torch.complex64).requires_grad_()
+    torch.tanh(x64).abs().sum().backward()
+    torch.testing.assert_close(x.grad.cpu().to(torch.complex64), x64.grad, atol=2e-2, rtol=2e-2)
+
+
+def test_half_ffts_need_power_of_two_signal_sizes_as_cufft_does():
+    x = torch.complex(make_cpu((2, 6), seed=48), make_cpu((2, 6), seed=49)).to(torch.complex32).to(DEVICE)
+    with pytest.raises(
+        RuntimeError, match=re.escape("powers of two when computing in half precision, but got a signal size of[6]")
+    ):
+        torch.fft.fft(x)
+    with pytest.raises(RuntimeError, match=re.escape("signal size of[2, 6]")):
+        torch.fft.fft2(x)
+    with pytest.raises(RuntimeError, match=re.escape("signal size of[10]")):
+        torch.fft.hfft(x)  # the real output's size, 2 * (6 - 1)
+    assert torch.fft.fft(x, n=8).shape == (2, 8)  # padded to a power of two
+    assert torch.fft.hfft(x[:, :5]).shape == (2, 8)
+    with contract.enabled(False), pytest.raises(RuntimeError, match="MKL FFT doesn't support"):
+        torch.fft.fft(x, n=8)

@@ -1,5 +1,7 @@
 #include "aten/CudaContract.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <bitset>
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/ops/result_type.h>
 
@@ -25,6 +28,7 @@ struct ResolvedCondition {
   RuleCondition when;
   int argument = -1;
   int input = -1;
+  int last_dim_size = -1;  // for SignalSizeNotPowerOfTwo, if the overload has it
 };
 
 struct ResolvedRefusal {
@@ -43,7 +47,7 @@ struct ResolvedRefusal {
 struct CudaContractRule {
   std::string name;
   std::vector<DtypeRefusal> refusals;
-  std::optional<DtypeWidening> widening;
+  std::vector<DtypeWidening> widenings;
   std::optional<std::pair<std::string, RuleCondition>> alert;  // caller, condition
   bool missing_on_cuda = false;
   // Filled at the first lookup, when the schema is known.
@@ -51,7 +55,11 @@ struct CudaContractRule {
   std::vector<ResolvedRefusal> resolved_refusals;
   ResolvedCondition resolved_alert;
   int widened_argument = -1;
-  DtypeSet widened_dtypes;
+  // A pointwise operator: an in-place or out= call checks, as its iterator
+  // does, that the inputs' promoted dtype fits the written tensor.
+  bool widened_call_checks_cast = false;
+  // Per dtype of that argument: the one the host computes in (Undefined: none).
+  std::array<c10::ScalarType, static_cast<size_t>(c10::ScalarType::NumOptions)> widened_to;
 };
 
 namespace {
@@ -90,14 +98,31 @@ ResolvedCondition resolve(const c10::FunctionSchema& schema, const std::string& 
   if (when.kind != RuleCondition::Kind::Always) {
     resolved.argument = index_of(schema, name, when.argument);
   }
-  if (when.kind == RuleCondition::Kind::ResultIsFloatingOrComplex) {
+  if (when.kind == RuleCondition::Kind::ResultIsFloatingOrComplex ||
+      when.kind == RuleCondition::Kind::SignalSizeNotPowerOfTwo) {
     resolved.input = index_of(schema, name, when.input);
+  }
+  if (when.kind == RuleCondition::Kind::SignalSizeNotPowerOfTwo) {
+    resolved.last_dim_size = schema.argumentIndexWithName("last_dim_size").value_or(-1);
   }
   return resolved;
 }
 
 bool is_floating_or_complex(c10::ScalarType dtype) {
   return at::isFloatingType(dtype) || at::isComplexType(dtype);
+}
+
+// The sizes an FFT plan transforms, as cuFFT's plan sees them.
+std::vector<int64_t> signal_sizes(const ResolvedCondition& condition, const torch::jit::Stack& stack, size_t begin) {
+  const at::Tensor& input = stack[begin + condition.input].toTensor();
+  std::vector<int64_t> sizes;
+  for (const int64_t dim : stack[begin + condition.argument].toIntVector()) {
+    sizes.push_back(input.size(dim));
+  }
+  if (condition.last_dim_size >= 0 && !sizes.empty()) {
+    sizes.back() = stack[begin + condition.last_dim_size].toInt();
+  }
+  return sizes;
 }
 
 bool holds(const ResolvedCondition& condition, const torch::jit::Stack& stack, size_t begin) {
@@ -126,6 +151,11 @@ bool holds(const ResolvedCondition& condition, const torch::jit::Stack& stack, s
         return is_floating_or_complex(static_cast<c10::ScalarType>(argument.toInt()));
       }
       return is_floating_or_complex(input.toTensor().scalar_type());
+    }
+    case Kind::SignalSizeNotPowerOfTwo: {
+      const std::vector<int64_t> sizes = signal_sizes(condition, stack, begin);
+      return std::any_of(
+          sizes.begin(), sizes.end(), [](int64_t size) { return size <= 0 || (size & (size - 1)) != 0; });
     }
     case Kind::ArgumentEquals:
     case Kind::ArgumentNotEquals: {
@@ -190,7 +220,8 @@ bool same_spatial_size(const ResolvedRefusal& refusal, const torch::jit::Stack& 
   return c10::IntArrayRef(output) == input.sizes().slice(2);
 }
 
-void resolve_rule(CudaContractRule& rule, const c10::FunctionSchema& schema) {
+void resolve_rule(CudaContractRule& rule, const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
   for (const DtypeRefusal& refusal : rule.refusals) {
     ResolvedRefusal resolved{refusal, {}, {}, resolve(schema, rule.name, refusal.when), -1, -1};
     for (const c10::ScalarType dtype : refusal.dtypes) {
@@ -208,13 +239,19 @@ void resolve_rule(CudaContractRule& rule, const c10::FunctionSchema& schema) {
   if (rule.alert) {
     rule.resolved_alert = resolve(schema, rule.name, rule.alert->second);
   }
-  if (rule.widening) {
+  rule.widened_to.fill(c10::ScalarType::Undefined);
+  rule.widened_call_checks_cast = op.hasTag(at::Tag::pointwise);
+  for (const DtypeWidening& widening : rule.widenings) {
+    const int argument = index_of(schema, rule.name, widening.argument);
     TORCH_CHECK(
-        !schema.is_mutable(), "openreg's CUDA contract: ", rule.name,
-        " writes an argument; only functional overloads can be computed in a wider dtype");
-    rule.widened_argument = index_of(schema, rule.name, rule.widening->argument);
-    for (const c10::ScalarType dtype : rule.widening->dtypes) {
-      rule.widened_dtypes.set(static_cast<size_t>(dtype));
+        rule.widened_argument < 0 || rule.widened_argument == argument, "openreg's CUDA contract: ", rule.name,
+        "'s widenings name different arguments");
+    rule.widened_argument = argument;
+    for (const c10::ScalarType dtype : widening.dtypes) {
+      c10::ScalarType& to = rule.widened_to[static_cast<size_t>(dtype)];
+      TORCH_CHECK(
+          to == c10::ScalarType::Undefined, "openreg's CUDA contract: two widenings of ", dtype, " for ", rule.name);
+      to = widening.computed_as;
     }
   }
   rule.resolved = true;
@@ -229,9 +266,7 @@ void add_dtype_refusal(const std::string& op_name, DtypeRefusal refusal) {
 
 void add_dtype_widening(const std::string& op_name, DtypeWidening widening) {
   std::lock_guard<std::mutex> lock(g_rules_mutex);
-  CudaContractRule& rule = rule_named(op_name);
-  TORCH_CHECK(!rule.widening, "openreg's CUDA contract: two widenings for ", op_name);
-  rule.widening = std::move(widening);
+  rule_named(op_name).widenings.push_back(std::move(widening));
 }
 
 void add_nondeterministic_alert(const std::string& op_name, const std::string& caller, const RuleCondition& when) {
@@ -258,7 +293,7 @@ const CudaContractRule* cuda_contract_rule(const c10::OperatorHandle& op) {
     return nullptr;
   }
   if (!it->second->resolved) {
-    resolve_rule(*it->second, schema);
+    resolve_rule(*it->second, op);
   }
   return it->second.get();
 }
@@ -293,9 +328,15 @@ void check_cuda_contract(const CudaContractRule& rule, const torch::jit::Stack& 
     const std::string& message = refusal.refusal.message;
     if (!message.empty()) {
       std::string text = message;
-      const size_t at = text.find("{dtype}");
-      if (at != std::string::npos) {
-        text.replace(at, 7, c10::toString(*dtype));
+      const auto fill = [&text](std::string_view name, const std::string& value) {
+        const size_t at = text.find(name);
+        if (at != std::string::npos) {
+          text.replace(at, name.size(), value);
+        }
+      };
+      fill("{dtype}", c10::toString(*dtype));
+      if (refusal.condition.when.kind == RuleCondition::Kind::SignalSizeNotPowerOfTwo) {
+        fill("{signal_size}", c10::str(c10::IntArrayRef(signal_sizes(refusal.condition, stack, arguments_begin))));
       }
       TORCH_CHECK(false, text);
     }
@@ -309,30 +350,111 @@ void check_cuda_contract(const CudaContractRule& rule, const torch::jit::Stack& 
   }
 }
 
-std::optional<c10::ScalarType> widen_host_arguments(
-    const CudaContractRule& rule, torch::jit::Stack& stack, size_t arguments_begin) {
+namespace {
+
+// `dtype` as the host computes a call widened from `from` to `to`: the
+// widened dtype itself, and its real or complex counterpart (complex32's abs
+// is half; a half rfft's result complex32). Undefined if unchanged.
+c10::ScalarType counterpart(c10::ScalarType dtype, c10::ScalarType from, c10::ScalarType to) {
+  c10::ScalarType mapped = c10::ScalarType::Undefined;
+  if (dtype == from) {
+    mapped = to;
+  } else if (at::isComplexType(from) && at::isComplexType(to) && dtype == c10::toRealValueType(from)) {
+    mapped = c10::toRealValueType(to);
+  } else if (at::isFloatingType(from) && at::isFloatingType(to) && dtype == c10::toComplexType(from)) {
+    mapped = c10::toComplexType(to);
+  }
+  return mapped == dtype ? c10::ScalarType::Undefined : mapped;
+}
+
+// What a pointwise operator's iterator checks before it computes: the
+// inputs' promoted dtype can be cast to each written tensor's (complex32
+// `x.div_(complex64)` raises). The wider call could not tell.
+void check_written_dtypes(const torch::jit::Stack& stack, size_t begin, c10::ArrayRef<bool> written) {
+  at::native::ResultTypeState state;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i] && stack[begin + i].isTensor() && stack[begin + i].toTensor().defined()) {
+      state = at::native::update_result_type_state(stack[begin + i].toTensor(), state);
+    }
+  }
+  const c10::ScalarType common = at::native::result_type(state);
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (written[i] && stack[begin + i].isTensor() && common != c10::ScalarType::Undefined) {
+      const c10::ScalarType output = stack[begin + i].toTensor().scalar_type();
+      TORCH_CHECK(
+          c10::canCast(common, output), "result type ", common, " can't be cast to the desired output type ", output);
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<WidenedCall> widen_host_arguments(
+    const CudaContractRule& rule, torch::jit::Stack& stack, size_t arguments_begin, c10::ArrayRef<bool> written) {
   if (rule.widened_argument < 0 || !cuda_contract_enabled()) {
     return std::nullopt;
   }
   const c10::IValue& argument = stack[arguments_begin + rule.widened_argument];
-  if (!argument.isTensor() || !rule.widened_dtypes.test(static_cast<size_t>(argument.toTensor().scalar_type()))) {
+  if (!argument.isTensor() || !argument.toTensor().defined()) {
     return std::nullopt;
   }
-  const c10::ScalarType dtype = argument.toTensor().scalar_type();
-  for (size_t i = arguments_begin; i < stack.size(); ++i) {
-    if (stack[i].isTensor() && stack[i].toTensor().defined() && stack[i].toTensor().scalar_type() == dtype) {
-      stack[i] = stack[i].toTensor().to(rule.widening->computed_as);
-    }
+  const c10::ScalarType from = argument.toTensor().scalar_type();
+  const c10::ScalarType to = rule.widened_to[static_cast<size_t>(from)];
+  if (to == c10::ScalarType::Undefined) {
+    return std::nullopt;
   }
-  return dtype;
+  if (rule.widened_call_checks_cast) {
+    check_written_dtypes(stack, arguments_begin, written);
+  }
+  WidenedCall call{from, to, {}};
+  for (size_t i = 0; i < written.size(); ++i) {
+    c10::IValue& value = stack[arguments_begin + i];
+    if (!value.isTensor() || !value.toTensor().defined()) {
+      continue;
+    }
+    const c10::ScalarType wider = counterpart(value.toTensor().scalar_type(), from, to);
+    if (wider == c10::ScalarType::Undefined) {
+      continue;
+    }
+    at::Tensor copy = value.toTensor().to(wider);
+    if (written[i]) {
+      call.written.emplace_back(value.toTensor(), copy);
+    }
+    value = std::move(copy);
+  }
+  return call;
 }
 
-void narrow_host_results(torch::jit::Stack& stack, size_t num_returns, c10::ScalarType dtype) {
+void narrow_host_results(const WidenedCall& call, torch::jit::Stack& stack, size_t num_returns) {
+  for (auto& [view, copy] : call.written) {
+    if (view.sizes() != copy.sizes()) {
+      view.resize_(copy.sizes());  // an out= result the kernel resized
+    }
+    view.copy_(copy);
+  }
   for (size_t i = stack.size() - num_returns; i < stack.size(); ++i) {
-    if (stack[i].isTensor() && stack[i].toTensor().defined()) {
-      stack[i] = stack[i].toTensor().to(dtype);
+    if (!stack[i].isTensor() || !stack[i].toTensor().defined()) {
+      continue;
+    }
+    const at::Tensor& result = stack[i].toTensor();
+    const auto written = std::find_if(
+        call.written.begin(), call.written.end(), [&](const auto& pair) { return pair.second.is_same(result); });
+    if (written != call.written.end()) {
+      stack[i] = written->first;
+      continue;
+    }
+    const c10::ScalarType narrower = counterpart(result.scalar_type(), call.to, call.from);
+    if (narrower != c10::ScalarType::Undefined) {
+      stack[i] = result.to(narrower);
     }
   }
+}
+
+c10::ScalarType widened_dtype(const CudaContractRule* rule, c10::ScalarType dtype) {
+  if (rule == nullptr || !cuda_contract_enabled()) {
+    return c10::ScalarType::Undefined;
+  }
+  return rule->widened_to[static_cast<size_t>(dtype)];
 }
 
 void set_cuda_contract_enabled(bool enabled) {

@@ -166,9 +166,9 @@ void run_on_host(
   }
 
   // A dtype CUDA computes and the CPU does not: computed in a wider one.
-  const std::optional<c10::ScalarType> widened = policy.cuda_contract == nullptr
+  const std::optional<WidenedCall> widened = policy.cuda_contract == nullptr
       ? std::nullopt
-      : widen_host_arguments(*policy.cuda_contract, *stack, arguments_begin);
+      : widen_host_arguments(*policy.cuda_contract, *stack, arguments_begin, policy.written_arguments);
   std::optional<AllocateResultsOnDevice> on_device;
   if (results == KernelAllocations::OnDevice || (policy.allocates_only_results && host_key == c10::DispatchKey::CPU)) {
     on_device.emplace();
@@ -176,7 +176,7 @@ void run_on_host(
   op.redispatchBoxed(c10::DispatchKeySet(host_key), stack);
   on_device.reset();
   if (widened) {
-    narrow_host_results(*stack, op.schema().returns().size(), *widened);
+    narrow_host_results(*widened, *stack, op.schema().returns().size());
   }
 
   if (policy.writes_arguments) {

@@ -24,8 +24,15 @@
 // the CPU-capability macros libtorch was built with (AVX2/AVX512 on x86-64,
 // SVE on aarch64), which an extension cannot know; libtorch's impl() calls it
 // with its own.
+#include <string>
+#include <string_view>
+
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "aten/CudaContract.h"
+#include "aten/FallbackPipeline.h"
 #include "aten/HostAddresses.h"
 #include "aten/StubOperators.h"
 
@@ -42,6 +49,35 @@ c10::MaybeOwned<at::Tensor> run(
   return run_stub<Op>(device_call, addresses, out, self, rest...);
 }
 
+// An overload whose dtypes CUDA's contract widens (complex32 sin,
+// CudaContract.h): such calls take the boxed fallback, which computes them on
+// the host in the wider dtype; the CPU loops the direct path runs have none.
+class WidenedOverload {
+ public:
+  explicit WidenedOverload(std::string_view name) : op_(find(name)), rule_(cuda_contract_rule(op_)) {}
+
+  bool widens(const at::Tensor& self) const {
+    return widened_dtype(rule_, self.scalar_type()) != c10::ScalarType::Undefined;
+  }
+
+  template <typename... Args>
+  at::Tensor run(const Args&... args) const {
+    torch::jit::Stack stack = c10::impl::boxArgs<const Args&...>(args...);
+    run_on_host(op_, &stack, c10::DispatchKey::PrivateUse1);
+    return stack.back().toTensor();
+  }
+
+ private:
+  static c10::OperatorHandle find(std::string_view name) {
+    const size_t dot = name.find('.');
+    return c10::Dispatcher::singleton().findSchemaOrThrow(
+        std::string(name.substr(0, dot)).c_str(), dot == name.npos ? "" : name.data() + dot + 1);
+  }
+
+  c10::OperatorHandle op_;
+  const CudaContractRule* rule_;
+};
+
 // The three registered overloads of a TensorIterator operator, their C++
 // signatures taken from its meta function's.
 template <typename Op, typename Meta = decltype(&Op::Native::meta)>
@@ -50,13 +86,27 @@ struct Overloads;
 template <typename Op, typename MetaClass, typename... Rest>
 struct Overloads<Op, void (MetaClass::*)(const at::Tensor&, Rest...)> {
   static at::Tensor functional(const at::Tensor& self, Rest... rest) {
+    static const WidenedOverload widened(Op::functional);
+    if (widened.widens(self)) {
+      return widened.run(self, rest...);
+    }
     return *run<Op>(Op::functional, at::Tensor(), self, rest...);
   }
   static at::Tensor& in_place(at::Tensor& self, Rest... rest) {
+    static const WidenedOverload widened(Op::in_place);
+    if (widened.widens(self)) {
+      widened.run(self, rest...);
+      return self;
+    }
     run<Op>(Op::in_place, self, self, rest...);
     return self;
   }
   static at::Tensor& out(const at::Tensor& self, Rest... rest, at::Tensor& out) {
+    static const WidenedOverload widened(Op::out);
+    if (widened.widens(self)) {
+      widened.run(self, rest..., out);
+      return out;
+    }
     run<Op>(Op::out, out, self, rest...);
     return out;
   }

@@ -142,6 +142,7 @@ at::openreg::RuleCondition condition_of(const py::tuple& when, const std::string
       {"not_equals", Kind::ArgumentNotEquals},
       {"floating_or_complex", Kind::ArgumentIsFloatingOrComplex},
       {"result_floating_or_complex", Kind::ResultIsFloatingOrComplex},
+      {"signal_size_not_power_of_two", Kind::SignalSizeNotPowerOfTwo},
   };
   const auto kind = kinds.find(when[0].cast<std::string>());
   TORCH_CHECK_VALUE(kind != kinds.end(), "openreg's CUDA contract: unknown condition for ", op);

@@ -4,7 +4,8 @@ openreg's kernels are the CPU's, so without this a program that fails on a GPU w
 (``OPENREG_CUDA_CONTRACT=0`` or ``disable()`` answers as the CPU does):
 
 - a dtype CUDA's kernel lacks raises what CUDA raises (``"addmm_cuda" not implemented for 'Long'``); a dtype CUDA
-  computes and the CPU does not is computed in a wider one (integer ``torch.histc``);
+  computes and the CPU does not is computed in a wider one and rounded back (complex32 ``sin``, half ``avg_pool3d``,
+  integer ``torch.histc``);
 - an operator CUDA has no kernel for (``torch.histogram``) raises ``NotImplementedError``;
 - under ``torch.use_deterministic_algorithms(True)``, an operator whose CUDA kernel is nondeterministic raises (or
   warns, with ``warn_only=True``) through ATen's own alert, naming CUDA's kernel.

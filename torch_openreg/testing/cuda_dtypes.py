@@ -1,7 +1,9 @@
-"""OpInfo's dtypes for openreg: the CPU's, less those openreg refuses as CUDA does (docs/cuda-contract.md).
+"""OpInfo's dtypes for openreg: the CPU's, less those openreg refuses as CUDA does, and those it computes in a wider
+dtype as CUDA computes them (docs/cuda-contract.md).
 
 OpInfo tests a device with ``op.dtypesIf[<device type>]``, falling back to the CPU's dtypes. Without an entry,
-PyTorch's device-generic tests and this package's suites would expect openreg to compute the dtypes CUDA refuses.
+PyTorch's device-generic tests and this package's suites would expect openreg to compute the dtypes CUDA refuses, and
+to refuse those it widens.
 ``apply`` gives every OpInfo that a CUDA contract rule names (its ``opinfos``) an ``openreg`` entry; the package
 calls it right after ``torch.testing._internal.common_methods_invocations`` is imported.
 """
@@ -45,10 +47,21 @@ def refused_by_opinfo() -> dict[str, set]:
     return refused
 
 
-def opinfo_differences() -> dict[str, set]:
-    """OpInfo full name -> the CPU dtypes its CUDA dtypes lack, in the installed torch's database, with the
-    capability-dependent entries resolved as on an sm_80 GPU (bfloat16 matrix products work there). Call it in a
-    fresh process: it sets the database's capability flags before the database is imported."""
+def widened_by_opinfo() -> dict[str, set]:
+    """OpInfo full name -> the dtypes openreg computes in a wider one for it, as CUDA computes them."""
+    from torch_openreg.openreg import cuda_contract
+
+    widened = {}
+    for entry in cuda_contract._table()["widened_dtypes"]:
+        for name in entry.get("opinfos", ()):
+            widened.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
+    return widened
+
+
+def opinfo_differences() -> dict[str, tuple[set, set]]:
+    """OpInfo full name -> (the CPU dtypes its CUDA dtypes lack, the CUDA dtypes its CPU dtypes lack), in the installed
+    torch's database, with the capability-dependent entries resolved as on an sm_80 GPU (bfloat16 matrix products work
+    there). Call it in a fresh process: it sets the database's capability flags before the database is imported."""
     import re
     import sys
 
@@ -64,18 +77,20 @@ def opinfo_differences() -> dict[str, set]:
 
     differences = {}
     for op in op_db:
-        cpu_only = set(op.dtypes) - set(op.dtypesIf.get("cuda", op.dtypes))
-        if cpu_only:
-            differences[op.full_name] = cpu_only
+        cuda = set(op.dtypesIf.get("cuda", op.dtypes))
+        cpu_only, cuda_only = set(op.dtypes) - cuda, cuda - set(op.dtypes)
+        if cpu_only or cuda_only:
+            differences[op.full_name] = (cpu_only, cuda_only)
     return differences
 
 
-def not_refused_by_opinfo() -> dict[str, set]:
-    """OpInfo full name -> the CPU-only dtypes cuda_contract.yaml records as not refused, with a reason."""
+def recorded_by_opinfo(kind: str) -> dict[str, set]:
+    """OpInfo full name -> the dtypes cuda_contract.yaml records, with a reason, as ``not_refused`` (CPU-only dtypes
+    openreg computes) or ``not_widened`` (CUDA-only dtypes openreg does not compute in a wider one)."""
     from torch_openreg.openreg import cuda_contract
 
     listed = {}
-    for entry in cuda_contract._table().get("not_refused", ()):
+    for entry in cuda_contract._table().get(kind, ()):
         for name in entry["opinfos"]:
             listed.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
     return listed
@@ -85,10 +100,13 @@ def apply(op_db) -> None:
     if not torch.openreg.cuda_contract.is_enabled():
         return
     refused = refused_by_opinfo()
+    widened = widened_by_opinfo()
     for op in op_db:
-        dtypes = refused.get(op.full_name, set()) | refused.get(op.name, set())
-        if dtypes:
-            op.dtypesIf["openreg"] = set(op.dtypes) - dtypes
+        less = refused.get(op.full_name, set()) | refused.get(op.name, set())
+        # Only the dtypes CUDA's OpInfo entry has: a rule's operator may serve several OpInfos.
+        more = (widened.get(op.full_name, set()) | widened.get(op.name, set())) & set(op.dtypesIf.get("cuda", ()))
+        if less or more:
+            op.dtypesIf["openreg"] = (set(op.dtypes) - less) | more
 
 
 def register() -> None:
