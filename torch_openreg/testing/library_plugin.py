@@ -12,6 +12,7 @@ test's outcome there as JSON (``{nodeid: {"status": ..., "message": ...}}``).
 
 import json
 import os
+import re
 
 import pytest
 
@@ -61,11 +62,17 @@ def _record(nodeid, status, report):
     _outcomes[nodeid] = {"status": status, "message": _message(report) if status == "failed" else ""}
 
 
+_EXCEPTION_LINE = re.compile(r"^E\s+([\w.]+(Error|Exception|Failure|Interrupt)|AssertionError)\b")
+
+
 def _message(report):
-    """The failure's last line that names an exception (``E   RuntimeError: ...``), else its last line."""
+    """The failure's innermost exception line (``E   RuntimeError: ...``: a TorchScript error's cause comes after
+    its "The following operation failed" line), else its first ``E`` line, else its last line."""
     lines = [line for line in str(report.longrepr).splitlines() if line.strip()]
+    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
     errors = [line for line in lines if line.startswith("E ")]
-    return (errors[0] if errors else lines[-1] if lines else "")[:300].removeprefix("E").strip()
+    line = exceptions[-1] if exceptions else errors[0] if errors else lines[-1] if lines else ""
+    return line.removeprefix("E").strip()[:300]
 
 
 def pytest_sessionfinish(session):
