@@ -128,3 +128,28 @@ def test_transformers_reads_the_spec_through_the_plugin(tmp_path, monkeypatch):
     command = [sys.executable, "-P", "-m", "pytest", "demo_transformers_spec.py", "-q", "-p", "no:cacheprovider"]
     command += ["-p", "torch_openreg.testing.library_plugin", "--openreg-library", "transformers"]
     check_ok(subprocess.run(command, capture_output=True, text=True, timeout=300))
+    assert not (tmp_path / libraries.SPEC_FILE).exists()  # removed when pytest ended
+
+
+def test_the_switch_of_a_suite_with_a_spec_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for variable in ("DIFFUSERS_TEST_DEVICE", "DIFFUSERS_TEST_DEVICE_SPEC"):
+        monkeypatch.setenv(variable, "unset by the test")  # restored afterwards
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    remove = libraries.apply_switch("diffusers")
+    assert os.environ["DIFFUSERS_TEST_DEVICE"] == "openreg"
+    path = os.environ["DIFFUSERS_TEST_DEVICE_SPEC"]
+    assert path == "openreg_device_spec.py" and (tmp_path / path).is_file()
+    # diffusers' reader: import_module(path[:path.index(".py")]), with nothing added to sys.path itself
+    monkeypatch.delitem(sys.modules, path[: path.index(".py")], raising=False)
+    spec = importlib.import_module(path[: path.index(".py")])
+    assert spec.MAX_MEMORY_ALLOCATED_FN is torch.openreg.max_memory_allocated and spec.SUPPORTS_TRAINING
+    remove()
+    assert not (tmp_path / path).exists()
+    # a file already there is the user's: used, and left in place
+    (tmp_path / path).write_text("DEVICE_NAME = 'openreg'\n")
+    libraries.apply_switch("diffusers")()
+    assert (tmp_path / path).read_text() == "DEVICE_NAME = 'openreg'\n"
+    # the CPU run sets the CPU and unsets the spec
+    libraries.apply_switch("diffusers", "cpu")
+    assert os.environ["DIFFUSERS_TEST_DEVICE"] == "cpu" and "DIFFUSERS_TEST_DEVICE_SPEC" not in os.environ

@@ -9,7 +9,7 @@ must be named relative to the working directory, with no directory part:
 ``python -m torch_openreg.testing libraries env transformers`` writes a
 one-line file importing this module into the working directory, and the pytest
 plugin (``-p torch_openreg.testing.library_plugin --openreg-library
-transformers``) loads it by itself. transformers 5.2 reads ``MANUAL_SEED_FN``,
+transformers``) does so for the run. transformers 5.2 reads ``MANUAL_SEED_FN``,
 ``EMPTY_CACHE_FN`` and ``DEVICE_COUNT_FN``; diffusers 0.42 also the memory
 functions and ``SUPPORTS_TRAINING``. Each is ``torch.openreg``'s function, as
 the suites map ``cuda`` to ``torch.cuda``'s.

@@ -34,7 +34,6 @@ class Library:
     switch: dict  # variable -> value for openreg; empty: the suite has no device switch
     cpu: dict  # variable -> value for the CPU run (None: unset, the suite's own default)
     spec_variable: str = ""  # the variable naming a device spec file (device_spec.py), if the suite reads one
-    spec_reader: str = ""  # the module that reads the spec file when it is imported
     note: str = ""  # how the suite is run on openreg, or why it cannot be
 
 
@@ -48,15 +47,13 @@ LIBRARIES = {
         switch={"TRANSFORMERS_TEST_DEVICE": DEVICE},
         cpu={"TRANSFORMERS_TEST_DEVICE": "cpu", "TRANSFORMERS_TEST_DEVICE_SPEC": None},
         spec_variable="TRANSFORMERS_TEST_DEVICE_SPEC",
-        spec_reader="transformers.testing_utils",
         note="testing_utils reads TRANSFORMERS_TEST_DEVICE and the spec (seeding, cache, device count)",
     ),
     "diffusers": Library(
         switch={"DIFFUSERS_TEST_DEVICE": DEVICE},
         cpu={"DIFFUSERS_TEST_DEVICE": "cpu", "DIFFUSERS_TEST_DEVICE_SPEC": None},
         spec_variable="DIFFUSERS_TEST_DEVICE_SPEC",
-        spec_reader="diffusers.utils.testing_utils",
-        note="diffusers.utils.testing_utils reads DIFFUSERS_TEST_DEVICE and the spec (also memory functions)",
+        note="its tests' testing_utils reads DIFFUSERS_TEST_DEVICE and the spec (also memory functions)",
     ),
     "accelerate": Library(
         switch={"ACCELERATE_TORCH_DEVICE": DEVICE},
@@ -101,8 +98,10 @@ def switch_environment(name, run=DEVICE):
 
 def apply_switch(name, run=DEVICE):
     """Sets the switch in this process's environment, before the suite is imported. For a suite that reads a device
-    spec, imports its reader now, with the spec file in a temporary working directory (the reader accepts only a
-    file name there), then unsets the spec variable, so the processes tests start do not look for that file."""
+    spec (transformers' and diffusers' own modules read it when they are imported, in the suite's process and in the
+    processes its tests start), also writes ``SPEC_FILE`` into the working directory unless one is there (the
+    readers accept only a file name there), names it in the spec variable and puts the directory on sys.path.
+    Returns a function that removes the file again if it was written here."""
     for variable, value in switch_environment(name, run).items():
         if value is None:
             os.environ.pop(variable, None)
@@ -110,20 +109,21 @@ def apply_switch(name, run=DEVICE):
             os.environ[variable] = value
     library = LIBRARIES[name]
     if run == "cpu" or not library.spec_variable:
-        return
-    import importlib
-
-    directory = tempfile.mkdtemp(prefix="openreg-spec-")
-    write_spec(directory)
-    working_directory = os.getcwd()
-    sys.path.insert(0, directory)
+        return lambda: None
+    directory = os.getcwd()
+    path = os.path.join(directory, SPEC_FILE)
+    written = not os.path.exists(path)
+    if written:
+        write_spec(directory)
     os.environ[library.spec_variable] = SPEC_FILE
-    try:
-        os.chdir(directory)
-        importlib.import_module(library.spec_reader)
-    finally:
-        os.chdir(working_directory)
-        os.environ.pop(library.spec_variable)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+
+    def remove_spec_file():
+        if written and os.path.exists(path):
+            os.remove(path)
+
+    return remove_spec_file
 
 
 PYTEST_MAIN = "import sys, torch, pytest; sys.exit(pytest.main(sys.argv[1:]))"

@@ -5,7 +5,8 @@
 sets the library's device switch (``libraries.LIBRARIES``: ``TORCH_DEVICE`` for
 timm, ``TRANSFORMERS_TEST_DEVICE`` and the device spec for transformers, ...)
 before pytest loads the suite's conftest files, which is when the suites read
-it. ``--openreg-run cpu`` sets the same switch to the CPU instead (what
+it; a device spec file written for the run into the working directory is
+removed when pytest ends. ``--openreg-run cpu`` sets the same switch to the CPU instead (what
 ``libraries compare`` runs first), and ``--openreg-outcomes PATH`` writes every
 test's outcome there as JSON (``{nodeid: {"status": ..., "message": ...}}``).
 """
@@ -38,11 +39,19 @@ def pytest_addoption(parser):
     group.addoption("--openreg-outcomes", metavar="PATH", help="write each test's outcome there as JSON")
 
 
+_cleanups = []
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     options = early_config.known_args_namespace
     if options.openreg_library:
-        libraries.apply_switch(options.openreg_library, options.openreg_run)
+        _cleanups.append(libraries.apply_switch(options.openreg_library, options.openreg_run))
+
+
+def pytest_unconfigure(config):
+    while _cleanups:
+        _cleanups.pop()()
 
 
 def pytest_collectreport(report):
