@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <string>
+#include <unordered_set>
 
+#include <ATen/Context.h>
 #include <ATen/record_function.h>
 
 #include "aten/IValueTensors.h"
@@ -49,6 +52,18 @@ std::optional<c10::DeviceIndex> openreg_device_of(
   return device;
 }
 
+// An operator that only allocates its result: a CUDA graph records kernels,
+// and an allocation is none (its memory, from the graph's pool, stays the
+// result's for every replay). Unless deterministic mode fills it, which is a
+// kernel.
+bool only_allocates(const c10::OperatorName& name) {
+  static const std::unordered_set<std::string> allocating{
+      "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided"};
+  const at::Context& context = at::globalContext();
+  return allocating.count(name.name) != 0 &&
+      !(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory());
+}
+
 }  // namespace
 
 class CaptureObserver {
@@ -77,8 +92,8 @@ class CaptureObserver {
     }
     const std::optional<c10::OperatorName> name = fn.operator_name();
     const std::optional<c10::DeviceIndex> device = openreg_device_of(context->inputs, fn.outputs());
-    if (!device) {
-      return;  // host-only work is not captured, as with CUDA
+    if (!device || only_allocates(*name)) {
+      return;  // host-only work and allocations are not captured, as with CUDA
     }
     const c10::Stream stream = getCurrentOpenRegStream(*device).unwrap();
     std::lock_guard<std::mutex> lock(g_captures_mutex);

@@ -8,11 +8,14 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/HostAddresses.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace at::openreg {
 namespace {
 
 constexpr std::string_view kOpName = "torch.compile kernel (Inductor C++ kernel on openreg)";
+
+PyObject* g_observer = nullptr;  // owned; read and set under the GIL
 
 // Inductor's C++ kernels are plain host code: their Python binding turns each
 // tensor argument into `data_ptr()` and the kernel dereferences it. An openreg
@@ -36,6 +39,15 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
   HANDLE_TH_ERRORS
   TORCH_CHECK_VALUE(nargs >= 1, "_call_on_host(kernel, *args) needs the kernel to call");
   PyObject* kernel = args[0];
+  if (g_observer != nullptr && c10::openreg::sanitizer::enabled()) {
+    pybind11::list tensors;
+    for (Py_ssize_t i = 1; i < nargs; ++i) {
+      if (THPVariable_Check(args[i]) && THPVariable_Unpack(args[i]).device().type() == c10::kPrivateUse1) {
+        tensors.append(pybind11::handle(args[i]));
+      }
+    }
+    pybind11::reinterpret_borrow<pybind11::object>(g_observer)(tensors);
+  }
   std::optional<HostAddresses> access;
   c10::Device device(c10::kPrivateUse1);
   // Declared after `access`: the CPU views die before the accesses close.
@@ -65,6 +77,10 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
 }
 
 }  // namespace
+
+void set_compiled_kernel_observer(PyObject* observer) {
+  Py_XSETREF(g_observer, observer == Py_None ? nullptr : Py_NewRef(observer));
+}
 
 PyMethodDef compiled_kernel_call_method = {
     "_call_on_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&call_on_host)), METH_FASTCALL,

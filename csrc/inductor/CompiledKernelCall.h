@@ -9,4 +9,10 @@ namespace at::openreg {
 // C++ kernels. See CompiledKernelCall.cpp.
 extern PyMethodDef compiled_kernel_call_method;
 
+// The sanitizer's view of compiled kernels (docs/sanitizer.md): while it is on,
+// `observer` (a Python callable; None to stop) gets each call's openreg tensor
+// arguments before the kernel runs, which writes some of them where no
+// operator of the dispatcher sees it.
+void set_compiled_kernel_observer(PyObject* observer);
+
 }  // namespace at::openreg

@@ -349,6 +349,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_sanitizer_enabled", &py_set_sanitizer_enabled);
   m.def("_sanitizer_stream_id", &py_sanitizer_stream_id);
   m.def("_sanitizer_block", &py_sanitizer_block);
+  m.def("_set_compiled_kernel_observer", [](const py::object& observer) {
+    at::openreg::set_compiled_kernel_observer(observer.ptr());
+  });
   m.def("_record_memory_history", &py_record_memory_history);
   m.def("_memory_snapshot", &py_memory_snapshot);
   m.def("_check_device_index", &py_check_device_index);

@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "runtime/OpenRegGuard.h"
 #include "runtime/OpenRegIpc.h"
 #include "runtime/OpenRegPluggableAllocator.h"
+#include "runtime/OpenRegStream.h"
 #include "sanitizer/SanitizerTrace.h"
 
 namespace c10::openreg {
@@ -51,6 +53,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     Block* block = cache(device).malloc(nbytes, stream);
     remember(block);
     sanitizer::trace_noted_synchronization();
+    poison(block);
     trace_allocation(block);
     return {block->ptr, block->ptr, &raw_delete, make_device(device)};
   }
@@ -124,6 +127,7 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
     Block* block = device_cache.malloc(nbytes, stream);
     remember(block);
     sanitizer::trace_noted_synchronization();
+    poison(block);
     trace_allocation(block);
     return block->ptr;
   }
@@ -202,6 +206,21 @@ class OpenRegDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   static void raw_delete(void* ptr);
+
+  // Under the sanitizer, every block handed out, fresh or reused, holds poison: 0xFF bytes, NaN in every floating
+  // format and -1 in every signed integer. A GPU's memory holds whatever was there (compute-sanitizer's initcheck
+  // assumes nothing of it), so a read before any write gives recognisable garbage every run, where the runtime's
+  // fresh pages would read as zeros. Written in the block's stream order, as a memset on that stream would be.
+  static void poison(const Block* block) {
+    if (!sanitizer::enabled()) {
+      return;
+    }
+    wait_for_stream(OpenRegStream(block->stream));
+    void* host = nullptr;
+    OPENREG_CHECK(orMemAccessBegin(block->ptr, block->size, &host));
+    std::memset(host, 0xFF, block->size);
+    OPENREG_CHECK(orMemAccessEnd(block->ptr));
+  }
 
   // The sanitizer's trace of a block handed out and given back (SanitizerTrace.h), outside the cache's lock. Only
   // while the sanitizer is on does a free reach Python (its callbacks take the GIL), as CUDA's allocator does under

@@ -28,16 +28,17 @@ import traceback
 
 import torch
 import torch.cuda._sanitizer as csan
+import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _C
 from . import _gpu_trace, sanitizer
-from .sanitizer import SynchronizationErrors
+from ._initcheck import InitCheck
 
 
 # Operators that only allocate: their output holds no data yet, so using it on another stream reads nothing written
 # (freeing it while that stream still uses it is checked apart). CSAN counts their output as written.
-_ALLOCATIONS = re.compile(r"aten::(new_)?empty(_strided)?$")
+_ALLOCATIONS = re.compile(r"aten::(new_)?empty(_strided|_like)?$")
 
 
 def _stack() -> traceback.StackSummary:
@@ -73,6 +74,18 @@ class _Arguments(csan.ArgumentHandler):
         super().__init__()
         self.written_device = None
         self.read_device = None
+        self.fresh = set()  # the storages of results that alias no argument
+
+    def parse_outputs(self, schema, outputs, *, is_factory: bool) -> None:
+        super().parse_outputs(schema, outputs, is_factory=is_factory)
+        for result, value in zip(schema.returns, outputs if isinstance(outputs, tuple) else (outputs,)):
+            if result.alias_info is None:
+                for t in pytree.tree_leaves(value):
+                    # (A result without bytes, torch.empty(0), holds nothing to read.)
+                    if isinstance(t, torch.Tensor) and t.device.type == "openreg" and not _traced(t):
+                        key = _storage_key(t)
+                        if key != id(t):
+                            self.fresh.add(key)
 
     @property
     def device_index(self):
@@ -160,6 +173,7 @@ class StreamOrderChecker(csan.EventHandler):
         # Per thread: errors found in a trace callback, which cannot raise into its caller; the thread's next operator
         # raises them.
         self.pending = threading.local()
+        self.initcheck = InitCheck()
 
     def take_pending_errors(self) -> list:
         errors = self.pending.__dict__.get("errors", [])
@@ -187,6 +201,7 @@ class StreamOrderChecker(csan.EventHandler):
         accesses = [
             a for a in ([info.write] if info.write is not None else []) + info.reads if a.stream not in recorded
         ]
+        self.initcheck.freed(data_ptr)
         freed = FreedBlock(end, stream, self._unordered(accesses, stream), _stack())
         if freed.accesses:
             for address in self._freed_within(data_ptr, end):  # none, unless a free went untraced
@@ -256,11 +271,17 @@ class StreamOrderChecker(csan.EventHandler):
         self._registered = [(registry, self._under_lock(callback)) for registry, callback in self._callbacks()]
         for registry, callback in self._registered:
             registry.add_callback(callback)
+        _C._set_compiled_kernel_observer(self._under_lock(self._compiled_kernel_call))
 
     def stop_listening(self) -> None:
         self.listening = False
+        _C._set_compiled_kernel_observer(None)
         for registry, callback in self._registered:
             registry.callback_list.remove(callback)
+
+    def _compiled_kernel_call(self, tensors: list) -> None:
+        # An Inductor kernel writes some of its arguments where the dispatcher does not see it: all count as written.
+        self.initcheck.written(map(_storage_key, tensors))
 
     def _under_lock(self, callback):
         def locked(*args) -> None:
@@ -318,8 +339,12 @@ class StreamOrderMode(TorchDispatchMode):
         arguments.parse_outputs(func._schema, outputs, is_factory=is_factory)
         with self.checker.lock:
             errors = self.checker.take_pending_errors() + self._check(func, arguments)
-        if errors:
-            raise SynchronizationErrors(errors)
+            uninitialized = []
+            if arguments.device_index is not None:  # (else no openreg state to ask: a forked child may run this)
+                uninitialized = self.checker.initcheck.operator(
+                    func, arguments, bool(_ALLOCATIONS.match(name)), _C._is_current_stream_capturing(), _stack
+                )
+        sanitizer._raise_errors(errors, uninitialized)
         return outputs
 
     def _check(self, func, arguments: _Arguments) -> list:

@@ -119,7 +119,8 @@ def _graph_callable(func, args, num_warmup_iters, allow_unused_input, pool):
     with stream(side):
         for _ in range(num_warmup_iters):
             outputs, _ = tree_flatten(func(*args))
-            gradients(outputs, [torch.empty_like(o) for o in outputs])
+            # (torch.cuda's warm-up passes empty_like gradients; zeros keep the sanitizer's initcheck quiet.)
+            gradients(outputs, [torch.zeros_like(o) for o in outputs])
     current_stream().wait_stream(side)
 
     forward_graph = OpenRegGraph()

@@ -9,6 +9,9 @@ While it is on:
 - a block freed while another stream may still use it (no ``record_stream``, no synchronization) is reported when
   the allocator hands any of its memory out again;
 - a wait on an event that was never recorded raises;
+- an operator that reads a tensor allocated uninitialized (``torch.empty``, ``empty_like``, ``new_empty``) before
+  anything wrote it raises ``UninitializedReads`` naming the operator, the argument and the allocation's stack; every
+  block the allocator hands out holds poison (NaN, or -1 for integers) until written;
 - asynchronous copies complete only when the host synchronizes with them (stream, event or device synchronization,
   or work that depends on them; a query answers False once, then completes them and answers True): until then the destination of a ``non_blocking``
   device-to-host copy holds poison (NaN, or -1 for integers), and a host write into the source of a ``non_blocking``
@@ -27,22 +30,54 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _C
 
-__all__ = ["SynchronizationErrors", "disable", "enable", "enabled", "is_enabled"]
+__all__ = [
+    "SanitizerErrors",
+    "SynchronizationErrors",
+    "UninitializedReads",
+    "disable",
+    "enable",
+    "enabled",
+    "is_enabled",
+]
 
 _lock = threading.Lock()  # enable() and disable() from several threads
 _checker = None  # the process's checker while the sanitizer is on
 _this_thread = threading.local()  # .mode: the dispatch mode this thread entered, once it has
 
 
-class SynchronizationErrors(RuntimeError):
-    """The synchronization errors an operator ran into; ``errors`` lists them, the message shows each."""
+class SanitizerErrors(RuntimeError):
+    """What the sanitizer found at one operator; ``errors`` lists each, the message shows each."""
+
+    _what = "error(s)"
 
     def __init__(self, errors) -> None:
         self.errors = list(errors)
-        super().__init__(f"openreg sanitizer: {len(self.errors)} synchronization error(s)")
+        super().__init__(f"openreg sanitizer: {len(self.errors)} {self._what}")
 
     def __str__(self) -> str:  # formatted when shown: each error carries stack traces
         return "\n".join([super().__str__(), *map(str, self.errors)])
+
+
+class SynchronizationErrors(SanitizerErrors):
+    """The synchronization errors an operator ran into."""
+
+    _what = "synchronization error(s)"
+
+
+class UninitializedReads(SanitizerErrors):
+    """An operator read memory that nothing had written since it was allocated, one error per storage."""
+
+    _what = "read(s) of uninitialized memory"
+
+
+def _raise_errors(synchronization: list, uninitialized: list) -> None:
+    """Raises what one operator ran into, as the kind it is (SanitizerErrors if both)."""
+    if synchronization and uninitialized:
+        raise SanitizerErrors(synchronization + uninitialized)
+    if synchronization:
+        raise SynchronizationErrors(synchronization)
+    if uninitialized:
+        raise UninitializedReads(uninitialized)
 
 
 def is_enabled() -> bool:
