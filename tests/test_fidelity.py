@@ -487,3 +487,28 @@ def test_indexing_with_a_mask_warns_as_often_as_cpu(mask_dtype, backward):
     assert actual_warnings == expected_warnings
     assert len(expected_warnings) == (0 if mask_dtype == torch.bool else 1 + backward)
     assert_same(actual.detach(), expected.detach())
+
+
+# --------------------------------------------------------------------------
+# A CPU batch against openreg weights: refused as CUDA refuses it (docs/libraries.md, the type string)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (1, 3, 224, 224)])  # batches that select torch's MKLDNN path
+def test_cpu_batch_against_device_weights_is_refused_naming_both_types(shape):
+    weight = torch.randn(4, 3, 3, 3, device=DEVICE)
+    with pytest.raises(RuntimeError, match=re.escape("Input type (torch.FloatTensor) and weight type (")):
+        F.conv2d(torch.randn(shape), weight)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="torch's processErrorMsgInplace renames only the CPU's and CUDA's types (openregFloatType stays; "
+    "docs/libraries.md gives the upstream change)",
+)
+def test_the_refusal_names_the_weight_type_as_tensor_type_does():
+    weight = torch.randn(4, 3, 3, 3, device=DEVICE)
+    with pytest.raises(RuntimeError) as refusal:
+        F.conv2d(torch.randn(2, 3, 8, 8), weight)
+    # CUDA's message names torch.cuda.FloatTensor, which is what a CUDA weight's .type() gives
+    assert f"weight type ({weight.type()})" in str(refusal.value)
