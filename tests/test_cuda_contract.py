@@ -782,6 +782,10 @@ def assert_same_bits(actual, expected, **kwargs):
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     if expected.dtype == torch.complex32:
         actual, expected = torch.view_as_real(actual), torch.view_as_real(expected)
+    elif expected.dtype.itemsize == 1 and expected.dtype.is_floating_point:  # float8: their bytes
+        actual, expected = actual.view(torch.uint8), expected.view(torch.uint8)
+    if expected.layout == torch.sparse_csr:
+        actual, expected = actual.to_dense(), expected.to_dense()
     assert_same(actual, expected, **kwargs)
 
 
@@ -828,6 +832,30 @@ WIDENED = [
         torch.float32,
     ),
 ]
+
+
+RELEASE = tuple(int(part) for part in torch.__version__.split(".")[:2])
+if RELEASE >= (2, 14):  # rules of those releases (cuda_contract.yaml's `releases`)
+    WIDENED.append(
+        (
+            "sampled_addmm_half",
+            lambda c, a, b: torch.sparse.sampled_addmm(c, a, b),
+            (torch.eye(3).half().to_sparse_csr(), make_cpu((3, 4), seed=50).half(), make_cpu((4, 3), seed=51).half()),
+            torch.half,
+            torch.float32,
+        )
+    )
+if RELEASE >= (2, 15):
+    f8 = torch.float8_e4m3fn
+    WIDENED.append(
+        (
+            "scatter_float8",
+            lambda x, s: x.scatter(0, torch.tensor([3, 0]).to(x.device), s),
+            (make_cpu(5, seed=52).to(f8), make_cpu(2, seed=53).to(f8)),
+            f8,
+            torch.float32,
+        )
+    )
 
 
 @pytest.mark.parametrize("name, fn, args, from_, to", WIDENED, ids=[c[0] for c in WIDENED])
