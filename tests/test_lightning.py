@@ -21,50 +21,16 @@ from lightning.fabric.plugins.precision.amp import MixedPrecision as FabricMixed
 from lightning.fabric.utilities.exceptions import MisconfigurationException  # noqa: E402
 from lightning.pytorch.accelerators import AcceleratorRegistry  # noqa: E402
 from lightning.pytorch.plugins.precision import MixedPrecision  # noqa: E402
+from lightning_models import QUIET, assert_same_parameters, data_loader, fabric_train, regression_class  # noqa: E402
 
 DDP_SCRIPT = Path(__file__).parent / "distributed_workers" / "lightning_ddp.py"
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-
-
-def data_loader():
-    generator = torch.Generator().manual_seed(1)
-    data = torch.utils.data.TensorDataset(
-        torch.randn(16, 6, generator=generator), torch.randn(16, 2, generator=generator)
-    )
-    return torch.utils.data.DataLoader(data, batch_size=4)
-
-
-def network():
-    """The network, and the set of (device, dtype) its first layer produced: what autocast and placement did."""
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    seen = set()
-    net[0].register_forward_hook(lambda module, args, out: seen.add((str(out.device), out.dtype)))
-    return net, seen
-
-
-class Regression(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net, self.seen = network()
-
-    def training_step(self, batch, index):
-        x, y = batch
-        return torch.nn.functional.mse_loss(self.net(x).float(), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+Regression = regression_class(L.LightningModule)
 
 
 def cpu_settings(precision):
     if precision == "16-mixed":  # CPU Lightning would train in bf16 instead
         return dict(plugins=[MixedPrecision("16-mixed", "cpu")])
     return dict(precision=precision)
-
-
-def assert_same_parameters(model, reference):
-    for (name, value), expected in zip(model.named_parameters(), reference.parameters()):
-        assert torch.equal(value.detach().cpu(), expected.detach()), name
 
 
 def test_openreg_is_registered_with_the_trainer_and_fabric():
@@ -119,12 +85,7 @@ def test_fabric_trains_on_openreg_as_on_the_cpu(precision):
         if accelerator == "cpu" and precision == "16-mixed":
             settings = dict(plugins=[FabricMixedPrecision("16-mixed", "cpu")])
         fabric = L.Fabric(accelerator=accelerator, devices=1, **settings)
-        net, seen = network()
-        model, optimizer = fabric.setup(net, torch.optim.SGD(net.parameters(), lr=0.1))
-        for x, y in fabric.setup_dataloaders(data_loader()):
-            fabric.backward(torch.nn.functional.mse_loss(model(x).float(), y))
-            optimizer.step()
-            optimizer.zero_grad()
+        net, seen = fabric_train(fabric)
         assert seen == {(str(fabric.device), dtype)}
         trained[accelerator] = net
     assert next(trained["openreg"].parameters()).device == torch.device("openreg", 0)

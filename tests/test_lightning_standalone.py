@@ -17,43 +17,9 @@ import lightning_fabric  # noqa: E402
 from lightning_fabric.accelerators import ACCELERATOR_REGISTRY  # noqa: E402
 from lightning_fabric.utilities.exceptions import MisconfigurationException  # noqa: E402
 from pytorch_lightning.accelerators import AcceleratorRegistry  # noqa: E402
+from lightning_models import QUIET, assert_same_parameters, data_loader, fabric_train, regression_class  # noqa: E402
 
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-
-
-def data_loader():
-    generator = torch.Generator().manual_seed(1)
-    data = torch.utils.data.TensorDataset(
-        torch.randn(16, 6, generator=generator), torch.randn(16, 2, generator=generator)
-    )
-    return torch.utils.data.DataLoader(data, batch_size=4)
-
-
-def network():
-    """The network, and the set of (device, dtype) its first layer produced."""
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    seen = set()
-    net[0].register_forward_hook(lambda module, args, out: seen.add((str(out.device), out.dtype)))
-    return net, seen
-
-
-class Regression(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net, self.seen = network()
-
-    def training_step(self, batch, index):
-        x, y = batch
-        return torch.nn.functional.mse_loss(self.net(x).float(), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-def assert_same_parameters(model, reference):
-    for (name, value), expected in zip(model.named_parameters(), reference.parameters()):
-        assert torch.equal(value.detach().cpu(), expected.detach()), name
+Regression = regression_class(pl.LightningModule)
 
 
 def test_openreg_is_registered_with_both_standalone_packages():
@@ -89,12 +55,7 @@ def test_standalone_fabric_trains_on_openreg_as_on_the_cpu():
     trained = {}
     for accelerator in ("openreg", "cpu"):
         fabric = lightning_fabric.Fabric(accelerator=accelerator, devices=1, precision="bf16-mixed")
-        net, seen = network()
-        model, optimizer = fabric.setup(net, torch.optim.SGD(net.parameters(), lr=0.1))
-        for x, y in fabric.setup_dataloaders(data_loader()):
-            fabric.backward(torch.nn.functional.mse_loss(model(x).float(), y))
-            optimizer.step()
-            optimizer.zero_grad()
+        net, seen = fabric_train(fabric)
         assert seen == {(str(fabric.device), torch.bfloat16)}
         trained[accelerator] = net
     assert next(trained["openreg"].parameters()).device == torch.device("openreg", 0)

@@ -190,6 +190,26 @@ def _warn_missing(package, missing) -> None:
     )
 
 
+def _register(package, connector, strategies, mixed_precision, ddp_methods, accelerators, registry, exceptions):
+    """Wraps one package's device decisions and registers its accelerator, or warns and registers nothing."""
+    build_ddp, ddp_device_ids = ddp_methods
+    wrapped = [
+        (connector, "_choose_strategy"),
+        (connector, "_check_and_init_precision"),
+        (strategies.DDPStrategy, build_ddp),
+        (strategies.DDPStrategy, ddp_device_ids),
+    ]
+    missing = _missing(wrapped)
+    if missing:
+        _warn_missing(package, missing)
+        return
+    _place_on_openreg(connector, strategies.SingleDeviceStrategy, mixed_precision)
+    _build_ddp_on_an_openreg_stream(strategies.DDPStrategy, build_ddp, ddp_device_ids)
+    accelerator = _accelerator_class(accelerators.Accelerator, exceptions.MisconfigurationException)
+    accelerator.register_accelerators(registry)
+    ACCELERATORS[package] = accelerator
+
+
 def register_fabric(package="lightning.fabric") -> None:
     """Fabric's ``accelerator="openreg"`` in ``package`` (``lightning.fabric`` or ``lightning_fabric``)."""
     if package in ACCELERATORS:
@@ -197,21 +217,11 @@ def register_fabric(package="lightning.fabric") -> None:
     connector, accelerators, amp, strategies, exceptions = _import(
         package, "connector", "accelerators", "plugins.precision.amp", "strategies", "utilities.exceptions"
     )
-    wrapped = [
-        (connector._Connector, "_choose_strategy"),
-        (connector._Connector, "_check_and_init_precision"),
-        (strategies.DDPStrategy, "setup_module"),
-        (strategies.DDPStrategy, "_determine_ddp_device_ids"),
-    ]
-    missing = _missing(wrapped)
-    if missing:
-        _warn_missing(package, missing)
-        return
-    _place_on_openreg(connector._Connector, strategies.SingleDeviceStrategy, amp.MixedPrecision)
-    _build_ddp_on_an_openreg_stream(strategies.DDPStrategy, "setup_module", "_determine_ddp_device_ids")
-    accelerator = _accelerator_class(accelerators.Accelerator, exceptions.MisconfigurationException)
-    accelerator.register_accelerators(accelerators.ACCELERATOR_REGISTRY)
-    ACCELERATORS[package] = accelerator
+    ddp_methods = ("setup_module", "_determine_ddp_device_ids")
+    registry = accelerators.ACCELERATOR_REGISTRY
+    _register(
+        package, connector._Connector, strategies, amp.MixedPrecision, ddp_methods, accelerators, registry, exceptions
+    )
 
 
 def register(package="lightning.pytorch") -> None:
@@ -225,18 +235,7 @@ def register(package="lightning.pytorch") -> None:
         package, "trainer.connectors.accelerator_connector", "accelerators", "plugins.precision", "strategies"
     )
     (exceptions,) = _import(fabric, "utilities.exceptions")
-    wrapped = [
-        (connectors._AcceleratorConnector, "_choose_strategy"),
-        (connectors._AcceleratorConnector, "_check_and_init_precision"),
-        (strategies.DDPStrategy, "_setup_model"),
-        (strategies.DDPStrategy, "determine_ddp_device_ids"),
-    ]
-    missing = _missing(wrapped)
-    if missing:
-        _warn_missing(package, missing)
-        return
-    _place_on_openreg(connectors._AcceleratorConnector, strategies.SingleDeviceStrategy, precision.MixedPrecision)
-    _build_ddp_on_an_openreg_stream(strategies.DDPStrategy, "_setup_model", "determine_ddp_device_ids")
-    accelerator = _accelerator_class(accelerators.Accelerator, exceptions.MisconfigurationException)
-    accelerator.register_accelerators(accelerators.AcceleratorRegistry)
-    ACCELERATORS[package] = accelerator
+    connector = connectors._AcceleratorConnector
+    ddp_methods = ("_setup_model", "determine_ddp_device_ids")
+    registry = accelerators.AcceleratorRegistry
+    _register(package, connector, strategies, precision.MixedPrecision, ddp_methods, accelerators, registry, exceptions)
