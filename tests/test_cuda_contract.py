@@ -763,7 +763,7 @@ def _counterpart(dtype, from_, to):
         return to
     if from_.is_complex and to.is_complex and dtype == from_.to_real():
         return to.to_real()
-    if from_.is_floating_point and to.is_floating_point and dtype == from_.to_complex():
+    if from_.itemsize > 1 and from_.is_floating_point and to.is_floating_point and dtype == from_.to_complex():
         return to.to_complex() if to.to_complex() != dtype else None
     return None
 

@@ -361,7 +361,9 @@ c10::ScalarType counterpart(c10::ScalarType dtype, c10::ScalarType from, c10::Sc
     mapped = to;
   } else if (at::isComplexType(from) && at::isComplexType(to) && dtype == c10::toRealValueType(from)) {
     mapped = c10::toRealValueType(to);
-  } else if (at::isFloatingType(from) && at::isFloatingType(to) && dtype == c10::toComplexType(from)) {
+  } else if (
+      at::isFloatingType(from) && !c10::isFloat8Type(from) && at::isFloatingType(to) &&
+      dtype == c10::toComplexType(from)) {
     mapped = c10::toComplexType(to);
   }
   return mapped == dtype ? c10::ScalarType::Undefined : mapped;
