@@ -11,6 +11,8 @@
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
 #include "aten/HostAddresses.h"
+#include "inductor/CompiledKernelCall.h"
+#include "sanitizer/SanitizerTrace.h"
 
 namespace {
 constexpr std::string_view kOpName = "AOTInductor kernel (Inductor C++ kernel on openreg)";
@@ -26,6 +28,16 @@ AOTITorchError aoti_torch_openreg_host_access_begin(
     const AtenTensorHandle* tensors, int64_t count, void** host_addresses, OpenRegHostAccessHandle* access) {
   AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({
     *access = nullptr;
+    if (c10::openreg::sanitizer::enabled()) {
+      c10::SmallVector<at::Tensor, 8> openreg_tensors;
+      for (int64_t i = 0; i < count; ++i) {
+        const at::Tensor* tensor = torch::aot_inductor::tensor_handle_to_tensor_pointer(tensors[i]);
+        if (tensor->device().type() == c10::kPrivateUse1) {
+          openreg_tensors.push_back(*tensor);
+        }
+      }
+      at::openreg::observe_compiled_kernel(openreg_tensors);
+    }
     std::unique_ptr<OpenRegHostAccessOpaque> opened;
     for (int64_t i = 0; i < count; ++i) {
       const at::Tensor* tensor = torch::aot_inductor::tensor_handle_to_tensor_pointer(tensors[i]);

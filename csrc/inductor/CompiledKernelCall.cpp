@@ -39,14 +39,14 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
   HANDLE_TH_ERRORS
   TORCH_CHECK_VALUE(nargs >= 1, "_call_on_host(kernel, *args) needs the kernel to call");
   PyObject* kernel = args[0];
-  if (g_observer != nullptr && c10::openreg::sanitizer::enabled()) {
-    pybind11::list tensors;
+  if (c10::openreg::sanitizer::enabled()) {
+    c10::SmallVector<at::Tensor, 8> tensors;
     for (Py_ssize_t i = 1; i < nargs; ++i) {
       if (THPVariable_Check(args[i]) && THPVariable_Unpack(args[i]).device().type() == c10::kPrivateUse1) {
-        tensors.append(pybind11::handle(args[i]));
+        tensors.push_back(THPVariable_Unpack(args[i]));
       }
     }
-    pybind11::reinterpret_borrow<pybind11::object>(g_observer)(tensors);
+    observe_compiled_kernel(tensors);
   }
   std::optional<HostAddresses> access;
   c10::Device device(c10::kPrivateUse1);
@@ -80,6 +80,21 @@ PyObject* call_on_host(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nar
 
 void set_compiled_kernel_observer(PyObject* observer) {
   Py_XSETREF(g_observer, observer == Py_None ? nullptr : Py_NewRef(observer));
+}
+
+void observe_compiled_kernel(const c10::SmallVector<at::Tensor, 8>& openreg_tensors) {
+  if (!c10::openreg::sanitizer::enabled()) {
+    return;
+  }
+  const pybind11::gil_scoped_acquire gil;  // an AOTInductor model calls from C++
+  if (g_observer == nullptr) {
+    return;
+  }
+  pybind11::list tensors;
+  for (const at::Tensor& tensor : openreg_tensors) {
+    tensors.append(pybind11::reinterpret_steal<pybind11::object>(THPVariable_Wrap(tensor)));
+  }
+  pybind11::reinterpret_borrow<pybind11::object>(g_observer)(tensors);
 }
 
 PyMethodDef compiled_kernel_call_method = {
