@@ -53,9 +53,10 @@ _OVERWRITING = frozenset(
 
 
 # Arguments aten's schemas list as read whose data the operator never reads (only their sizes, dtype or quantizer),
-# and those it writes without a write annotation.
+# by operator or by overload, and those it writes without a write annotation.
 _NOT_READ = {
     "aten::fill": ("self",),  # the functional fill: a new tensor like self
+    "aten::bernoulli.p": ("self",),  # draws with probability p in self's shape
     "aten::new_zeros": ("self",),
     "aten::new_ones": ("self",),
     "aten::new_full": ("self",),
@@ -112,7 +113,9 @@ class InitCheck:
             # buffer): their tensors count as written, none as read.
             self.written(arguments.dataptrs_read | written)
             return []
-        reads = arguments.dataptrs_read - self._named(arguments, _NOT_READ.get(name)) - unannotated
+        overload = f"{name}.{func._schema.overload_name}"
+        not_read = _NOT_READ.get(name, ()) + _NOT_READ.get(overload, ())
+        reads = arguments.dataptrs_read - self._named(arguments, not_read) - unannotated
         if name.endswith("_") and name not in _OVERWRITING:
             reads |= arguments.dataptrs_written
         errors = []
