@@ -375,6 +375,7 @@ def test_every_rule_names_an_operator_of_this_torch_and_a_source():
         "nondeterministic_alerts",
         "missing_on_cuda",
         "widened_dtypes",
+        "composed_dtypes",
         "not_refused",
         "not_widened",
     }
@@ -689,12 +690,12 @@ def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
             names({name: cpu_only for name, (cpu_only, _) in differences.items()}),
             names({name: cuda_only for name, (_, cuda_only) in differences.items()}),
             names(cuda_dtypes.refused_by_opinfo()), names(cuda_dtypes.recorded_by_opinfo("not_refused")),
-            names(cuda_dtypes.widened_by_opinfo()), names(cuda_dtypes.recorded_by_opinfo("not_widened")), cuda,
+            names(cuda_dtypes.computed_by_opinfo()), names(cuda_dtypes.recorded_by_opinfo("not_widened")), cuda,
         ]))
         """,
         timeout=300,
     )
-    cpu_only, cuda_only, refused, not_refused, widened, not_widened, cuda = json.loads(result.stdout.splitlines()[-1])
+    cpu_only, cuda_only, refused, not_refused, computed, not_widened, cuda = json.loads(result.stdout.splitlines()[-1])
 
     def unaccounted(differences, *tables):
         left = {
@@ -705,11 +706,11 @@ def test_the_table_accounts_for_every_opinfo_difference_of_this_torch():
         return {name: sorted(d) for name, d in left.items() if d}
 
     assert unaccounted(cpu_only, refused, not_refused) == {}
-    assert unaccounted(cuda_only, widened, not_widened) == {}
+    assert unaccounted(cuda_only, computed, not_widened) == {}
     false_alarms = {name: sorted(set(dtypes) & set(cuda[name])) for name, dtypes in refused.items() if name in cuda}
     assert {name: d for name, d in false_alarms.items() if d} == {}
     # A widening serves the dtypes CUDA's entry has (cuda_dtypes.apply gives openreg no others).
-    assert set(refused) | set(not_refused) | set(widened) | set(not_widened) <= set(cuda), (
+    assert set(refused) | set(not_refused) | set(computed) | set(not_widened) <= set(cuda), (
         "an opinfos entry names no OpInfo"
     )
 
@@ -909,6 +910,48 @@ def test_widened_backward_as_cuda_computes_it():
     x64 = c32.to(torch.complex64).requires_grad_()
     torch.tanh(x64).abs().sum().backward()
     torch.testing.assert_close(x.grad.cpu().to(torch.complex64), x64.grad, atol=2e-2, rtol=2e-2)
+
+
+def nan_riddled_complex(dtype):
+    """Complex values with NaN in the real part of one element, the imaginary part of another, both of a third."""
+    x = torch.complex(make_cpu((3, 4), seed=54), make_cpu((3, 4), seed=55))
+    x[0, 1] = complex(math.nan, 1.0)
+    x[1, 2] = complex(2.0, math.nan)
+    x[2, 3] = complex(math.nan, math.nan)
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_nansum_and_nanmean_count_nan_elements_as_zero_as_cuda_does(dtype):
+    x = nan_riddled_complex(dtype)
+    with pytest.raises(RuntimeError, match="nansum on CPU does not support complex inputs"):
+        torch.nansum(x)
+    zeroed = x.masked_fill(x.isnan(), 0)  # nansum's definition, computed by the CPU's sum
+    count = x.isnan().logical_not().sum(1)
+    on_device = x.to(DEVICE)
+    assert_same(torch.nansum(on_device), zeroed.sum())
+    assert_same(torch.nansum(on_device, 1, keepdim=True), zeroed.sum(1, keepdim=True))
+    assert_same(torch.nanmean(on_device, 1), zeroed.sum(1) / count)
+    out = torch.empty(0, dtype=dtype, device=DEVICE)
+    assert torch.nansum(on_device, 0, out=out) is out
+    assert_same(out, zeroed.sum(0))
+    # The gradient passes where the element is not NaN (nansum_backward), on openreg's operators.
+    leaf = on_device.clone().requires_grad_()
+    torch.nansum(leaf).abs().backward()
+    reference = x.clone().requires_grad_()
+    reference.masked_fill(x.isnan(), 0).sum().abs().backward()
+    assert_same(leaf.grad, reference.grad)
+    with contract.enabled(False), pytest.raises(RuntimeError, match="nansum on CPU does not support complex inputs"):
+        torch.nansum(on_device)  # the CPU's answer
+
+
+def test_complex32_nansum_sums_in_complex64_and_real_nansum_is_the_cpus():
+    x = nan_riddled_complex(torch.complex32).to(torch.complex64)  # complex32's values
+    expected = x.masked_fill(x.isnan(), 0).sum(0).to(torch.complex32)
+    assert_same_bits(torch.nansum(x.to(torch.complex32).to(DEVICE), 0), expected)
+    real = torch.view_as_real(x)[..., 0].contiguous()
+    assert_same(torch.nansum(real.to(DEVICE), 1), torch.nansum(real, 1))
+    assert_same(torch.nansum(real.to(DEVICE).half()), torch.nansum(real.half()))
 
 
 def test_half_ffts_need_power_of_two_signal_sizes_as_cufft_does():

@@ -1,5 +1,5 @@
-"""OpInfo's dtypes for openreg: the CPU's, less those openreg refuses as CUDA does, and those it computes in a wider
-dtype as CUDA computes them (docs/cuda-contract.md).
+"""OpInfo's dtypes for openreg: the CPU's, less those openreg refuses as CUDA does, and those it computes where the
+CPU's kernels do not (in a wider dtype, or by a kernel of its own), as CUDA computes them (docs/cuda-contract.md).
 
 OpInfo tests a device with ``op.dtypesIf[<device type>]``, falling back to the CPU's dtypes. Without an entry,
 PyTorch's device-generic tests and this package's suites would expect openreg to compute the dtypes CUDA refuses, and
@@ -47,15 +47,17 @@ def refused_by_opinfo() -> dict[str, set]:
     return refused
 
 
-def widened_by_opinfo() -> dict[str, set]:
-    """OpInfo full name -> the dtypes openreg computes in a wider one for it, as CUDA computes them."""
+def computed_by_opinfo() -> dict[str, set]:
+    """OpInfo full name -> the dtypes openreg computes for it where the CPU's kernels do not, as CUDA computes them:
+    in a wider dtype (``widened_dtypes``) or by a kernel of its own (``composed_dtypes``)."""
     from torch_openreg.openreg import cuda_contract
 
-    widened = {}
-    for entry in cuda_contract._table()["widened_dtypes"]:
+    table = cuda_contract._table()
+    computed = {}
+    for entry in table["widened_dtypes"] + table["composed_dtypes"]:
         for name in entry.get("opinfos", ()):
-            widened.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
-    return widened
+            computed.setdefault(name, set()).update(_DTYPES[dtype] for dtype in entry["dtypes"])
+    return computed
 
 
 def opinfo_differences() -> dict[str, tuple[set, set]]:
@@ -86,7 +88,7 @@ def opinfo_differences() -> dict[str, tuple[set, set]]:
 
 def recorded_by_opinfo(kind: str) -> dict[str, set]:
     """OpInfo full name -> the dtypes cuda_contract.yaml records, with a reason, as ``not_refused`` (CPU-only dtypes
-    openreg computes) or ``not_widened`` (CUDA-only dtypes openreg does not compute in a wider one)."""
+    openreg computes) or ``not_widened`` (CUDA-only dtypes openreg does not compute where the CPU's kernels do not)."""
     from torch_openreg.openreg import cuda_contract
 
     listed = {}
@@ -100,11 +102,11 @@ def apply(op_db) -> None:
     if not torch.openreg.cuda_contract.is_enabled():
         return
     refused = refused_by_opinfo()
-    widened = widened_by_opinfo()
+    computed = computed_by_opinfo()
     for op in op_db:
         less = refused.get(op.full_name, set()) | refused.get(op.name, set())
         # Only the dtypes CUDA's OpInfo entry has: a rule's operator may serve several OpInfos.
-        more = (widened.get(op.full_name, set()) | widened.get(op.name, set())) & set(op.dtypesIf.get("cuda", ()))
+        more = (computed.get(op.full_name, set()) | computed.get(op.name, set())) & set(op.dtypesIf.get("cuda", ()))
         if less or more:
             op.dtypesIf["openreg"] = (set(op.dtypes) - less) | more
 
