@@ -39,6 +39,7 @@ import gen_aoti_c_shim  # noqa: E402
 import gen_custom_ops  # noqa: E402
 from torchgen import gen_backend_stubs  # noqa: E402
 
+VERSION = "0.1.0"
 RUNTIME = "torch_openreg.libopenreg"
 EXTRA_OPS = "torch_openreg.ops.libopenreg_extra_ops"
 PLAIN_LIBRARIES = {RUNTIME, EXTRA_OPS}
@@ -173,6 +174,9 @@ class BuildNativeLibraries(BuildExtension.with_options(use_ninja=True)):
 
 
 setup(
+    # A build is for one torch release: its version says which, as a local
+    # label, so wheels for several releases can sit side by side in one index.
+    version=f"{VERSION}+torch{TORCH_VERSION}",
     # The wheel runs with the torch it was compiled against, which is already
     # installed: requiring exactly that release never makes pip replace it.
     install_requires=[f"torch=={TORCH_VERSION}", "numpy", "pyyaml"],

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
@@ -165,6 +166,8 @@ def test_the_build_records_the_torch_it_compiled_against_and_requires_it():
 
     assert _build_info.TORCH_VERSION == RUNNING_TORCH
     assert f"torch=={RUNNING_TORCH}" in importlib.metadata.requires("torch_openreg")
+    # The version names that release too: wheels for several releases can share an index.
+    assert importlib.metadata.version("torch_openreg").endswith(f"+torch{RUNNING_TORCH}")
 
 
 @pytest.mark.slow
@@ -327,10 +330,10 @@ def test_shipped_libraries_carry_no_debug_information():
 def test_the_package_configuration_lists_every_directory_that_ships_files():
     # setuptools takes every directory for a package: one missing from `packages` warns on every build, and its
     # files ship only through another package's data.
-    import tomllib
+    # setuptools' reader of pyproject.toml (tomllib is Python 3.11 and later).
+    from setuptools.config.pyprojecttoml import read_configuration
 
-    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
-        packages = tomllib.load(f)["tool"]["setuptools"]["packages"]
+    packages = read_configuration(os.path.join(REPO_ROOT, "pyproject.toml"))["tool"]["setuptools"]["packages"]
     shipping = []
     for directory, subdirectories, files in os.walk(SOURCE_PACKAGE):
         subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
@@ -358,3 +361,67 @@ def test_the_build_prints_a_line_per_compiled_file_and_per_linked_library():
         "linking build/lib/torch_openreg/_C.cpython-311-x86_64-linux-gnu.so\n"
     )
     assert build_progress.progress_line("running build_ext\n", root) == "running build_ext\n"
+
+
+# --------------------------------------------------------------------------
+# The binary wheel (tools/build_wheels.py): installs where no compiler is
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.long
+def test_a_built_wheel_installs_and_trains_in_a_fresh_environment_without_a_compiler(tmp_path):
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, os.path.join(TOOLS, "build_wheels.py"), "--out", str(wheels)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    (wheel,) = wheels.glob("*.whl")
+    _, version, python_tag, abi_tag, platform_tag = wheel.name[: -len(".whl")].split("-")
+    assert version.endswith(f"+torch{RUNNING_TORCH}")
+    assert python_tag == abi_tag == f"cp{sys.version_info.major}{sys.version_info.minor}"
+    # auditwheel's verdict: a manylinux platform, not the bare linux_x86_64 of an unchecked build.
+    assert platform_tag.startswith("manylinux_"), platform_tag
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = (name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        assert f"Requires-Dist: torch=={RUNNING_TORCH}" in archive.read(metadata).decode().splitlines()
+        assert not any(".libs/" in name for name in archive.namelist()), "torch's libraries were copied in"
+
+    # A new environment that sees this one's torch (its site-packages) and nothing on PATH but its own bin/:
+    # no c++, no gcc, no ninja.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    bare = {"PATH": str(venv / "bin"), "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull}
+    assert not any(shutil.which(tool, path=bare["PATH"]) for tool in ("c++", "g++", "gcc", "cc", "ninja"))
+    venv_python = str(venv / "bin" / "python")
+    # --force-reinstall: this environment's own torch_openreg has the same version; --no-deps: its requirements
+    # (checked above) are this environment's torch, numpy and pyyaml, which the new one sees.
+    install = subprocess.run(
+        [venv_python, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", str(wheel)],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    demo = subprocess.run(
+        [venv_python, os.path.join(REPO_ROOT, "examples", "train.py"), "--steps", "3"],
+        cwd=tmp_path,
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert demo.stdout.rstrip().endswith("match"), demo.stdout
+    where = subprocess.run(
+        [venv_python, "-c", "import torch_openreg; print(torch_openreg._C.__file__)"],
+        cwd=tmp_path,
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
