@@ -2,9 +2,10 @@
 
     python tools/build_wheels.py [--out DIR]
         the wheel for this environment: its Python, its torch
-    python tools/build_wheels.py --matrix [--python 3.10 3.12 ...] [--out DIR]
-        every supported torch release for every given Python (default 3.10 to 3.13), each built in a new virtual
-        environment holding that torch from PyPI; a pair PyPI has no torch wheel for is reported and skipped
+    python tools/build_wheels.py --matrix [--python 3.10 3.12 ...] [--releases 2.14 ...] [--out DIR]
+        every supported torch release (or those given) for every given Python (default 3.10 to 3.13), each built in
+        a new virtual environment holding that torch from PyPI; a pair PyPI has no torch wheel for is reported and
+        skipped
 
 A wheel is compiled against one torch release (torch's C++ API has no stable ABI across releases), so its version
 names that release as a local label (0.1.0+torch2.14.1) and its metadata requires exactly it, as torchvision's do.
@@ -62,17 +63,14 @@ def python_executable(version):
     return shutil.which(f"python{version}")
 
 
-def build_matrix(pythons, out_dir):
-    sys.path.insert(0, os.path.join(ROOT, "torch_openreg"))
-    from _torch_releases import SUPPORTED_RELEASES
-
+def build_matrix(pythons, releases, out_dir):
     built, skipped = [], []
     for version in pythons:
         python = python_executable(version)
         if python is None:
             skipped.append(f"Python {version}: no interpreter found")
             continue
-        for release in SUPPORTED_RELEASES:
+        for release in releases:
             with tempfile.TemporaryDirectory() as venv:
                 run(python, "-m", "venv", venv)
                 venv_python = os.path.join(venv, "bin", "python")
@@ -87,7 +85,7 @@ def build_matrix(pythons, out_dir):
                     continue
                 run(venv_python, os.path.abspath(__file__), "--out", out_dir, env=environment)
                 built.append(f"Python {version}, torch {release}")
-    print("built:", *built, sep="\n  ")
+    print("built:", *(built or ["nothing"]), sep="\n  ")
     if skipped:
         print("skipped:", *skipped, sep="\n  ")
     return 0 if built else 1
@@ -98,11 +96,17 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "dist"), help="where the wheels go (default: dist/)")
     parser.add_argument("--matrix", action="store_true", help="every supported torch release for every --python")
     parser.add_argument("--python", nargs="+", default=DEFAULT_PYTHONS, help="the Pythons of --matrix")
+    sys.path.insert(0, os.path.join(ROOT, "torch_openreg"))
+    from _torch_releases import SUPPORTED_RELEASES
+
+    parser.add_argument(
+        "--releases", nargs="+", default=SUPPORTED_RELEASES, choices=SUPPORTED_RELEASES, help="the releases of --matrix"
+    )
     args = parser.parse_args()
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     if args.matrix:
-        return build_matrix(args.python, out_dir)
+        return build_matrix(args.python, args.releases, out_dir)
     build_for_this_environment(out_dir)
     return 0
 
