@@ -92,18 +92,15 @@ def candidates():
 
 
 def routed_operators():
-    """Operators registered to the CPU fallback by name in Fallback.cpp (not the per-operator demo, not the
-    blocked _pin_memory)."""
-    routed = set()
-    for name in torch._C._dispatch_get_all_op_names():
-        if name.startswith("aten::") and name != "aten::remainder.Tensor":
-            entry = next(
-                line for line in torch._C._dispatch_dump_table(name).splitlines() if line.startswith("PrivateUse1:")
-            )
-            # "[kernel]": a registration by name, not the backend fallback.
-            if "csrc/aten/Fallback.cpp" in entry and entry.endswith("[kernel]") and name != "aten::_pin_memory":
-                routed.add(name)
-    return routed
+    """Operators whose PrivateUse1 kernel is a registration by name (not the backend fallback) that runs the CPU
+    kernel on openreg: the routing list, less the per-operator demo (remainder.Tensor)."""
+    routed = composite_routing.routed_to_the_host()
+    for name in routed:
+        entry = next(
+            line for line in torch._C._dispatch_dump_table(name).splitlines() if line.startswith("PrivateUse1:")
+        )
+        assert entry.endswith("[kernel]"), entry  # registered by name, not reached through the backend fallback
+    return set(routed)
 
 
 def test_no_candidate_is_left_unrouted(candidates):

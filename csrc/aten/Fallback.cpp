@@ -20,6 +20,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -58,11 +59,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
 }
 
-// The per-operator form of the same fallback: what a vendor writes to route a
-// chosen operator to the host explicitly, visible in the dispatch table as a
-// PrivateUse1 kernel rather than as the backend fallback.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("remainder.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+const std::vector<std::string>& operators_routed_to_the_host() {
   // Operators whose default PrivateUse1 kernel is not the CPU's: the host runs
   // the CPU kernel instead, so that results (and argument checks) match it.
   //  - where the CPU has a kernel of its own but PyTorch gives PrivateUse1 a
@@ -76,17 +73,42 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   //    warning on every call;
   //  - conj_physical_, _conj_physical: composites that call conj_physical_stub
   //    on an iterator over the device tensors;
-  //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors.
-  for (const char* name :
-       {"_stack", "_stack.out", "addr", "addr_", "addr.out", "all.dims_out", "any.dims_out", "linalg__powsum",
-        "mish_backward", "native_channel_shuffle", "native_group_norm", "native_layer_norm", "pixel_shuffle",
-        "pixel_unshuffle", "silu_backward", "mse_loss", "conj_physical_", "_conj_physical", "mode.values"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  //  - mode.values: a composite that accepts only CPU, CUDA and XPU tensors;
+  //  - index.Tensor: the structured "NonFunctional" default runs the meta
+  //    function, then index.Tensor_out, whose CPU kernel runs it again, so the
+  //    meta's warnings (indexing with a uint8 mask is deprecated) fired twice.
+  static const std::vector<std::string> names = {
+      "_stack",
+      "_stack.out",
+      "addr",
+      "addr_",
+      "addr.out",
+      "all.dims_out",
+      "any.dims_out",
+      "linalg__powsum",
+      "mish_backward",
+      "native_channel_shuffle",
+      "native_group_norm",
+      "native_layer_norm",
+      "pixel_shuffle",
+      "pixel_unshuffle",
+      "silu_backward",
+      "mse_loss",
+      "conj_physical_",
+      "_conj_physical",
+      "mode.values",
+      "index.Tensor"};
+  return names;
+}
+
+// The per-operator form of the same fallback: what a vendor writes to route a
+// chosen operator to the host explicitly, visible in the dispatch table as a
+// PrivateUse1 kernel rather than as the backend fallback.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("remainder.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
+  for (const std::string& name : operators_routed_to_the_host()) {
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   }
-  // index.Tensor: the structured "NonFunctional" default runs the meta
-  // function, then index.Tensor_out, whose CPU kernel runs it again, so the
-  // meta's warnings (indexing with a uint8 mask is deprecated) fired twice.
-  m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&host_fallback>());
   for (const auto& [name, reason] : blocklist()) {
     m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&blocked_operator>());
   }

@@ -334,6 +334,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_priority", &py_stream_priority);
   m.def("_event_elapsed_time", &py_event_elapsed_time);
   m.def("_reset_fallback_stats", &py_reset_fallback_stats);
+  m.def("_operators_routed_to_the_host", &at::openreg::operators_routed_to_the_host);
   m.def("_set_memory_fraction", &py_set_memory_fraction);
   m.def("_get_memory_fraction", &py_get_memory_fraction);
   m.def("_caching_allocator_alloc", &py_caching_allocator_alloc);

@@ -8,7 +8,7 @@ For an operator without an openreg kernel, the dispatcher prefers a composite
 dedicated kernel, the composite is a second implementation: other rounding
 (``silu``/``mish`` backward, ``addr``), other output strides (``pixel_shuffle``
 of a channels-last input), other argument checks. Those operators are
-registered to the CPU fallback by name in ``csrc/aten/Fallback.cpp`` (so the
+registered to the CPU fallback by name (``routed_to_the_host()``, so the
 CPU kernel runs on device memory), or kept on their composite for a reason
 listed in ``KEPT_COMPOSITES``. ``tests/test_composite_routing.py`` fails when a
 PyTorch update adds an operator to the class that is in neither list.
@@ -134,9 +134,17 @@ def _reaches_composite(name):
     return composite
 
 
+@functools.cache
+def routed_to_the_host():
+    """The aten operators openreg registers by name to its CPU fallback (torch_openreg._C's list)."""
+    from torch_openreg import _C
+
+    return frozenset("aten::" + name for name in _C._operators_routed_to_the_host())
+
+
 def _openreg_status(name):
     entry = _table_entry(name, "PrivateUse1")
-    if "csrc/aten/Fallback.cpp" in entry:
+    if name in routed_to_the_host():
         return "routed"
     if "/csrc/" in entry and _entry_kind(entry) == "kernel":
         return "openreg kernel"
